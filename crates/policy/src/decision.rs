@@ -1,0 +1,88 @@
+//! What the edge tells the policy about a request, and what the policy answers.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// The facts about one request that the policy decides on. All borrowed: building one costs
+/// nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestFacts<'a> {
+    /// The TCP peer address.
+    pub peer: IpAddr,
+    /// The Host header (or HTTP/2 `:authority`) as received, possibly with a port.
+    pub host: &'a str,
+    /// The request method, e.g. `GET`.
+    pub method: &'a str,
+    /// The request target as received: `path?query`.
+    pub uri: &'a str,
+    /// Whether the client connection is TLS.
+    pub tls: bool,
+    /// The TLS SNI name, when there is one.
+    pub sni: Option<&'a str>,
+    /// The request headers.
+    pub headers: &'a http::HeaderMap,
+}
+
+/// The policy's answer for one request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    /// The client address the policy used: the peer, or what a trusted proxy said.
+    pub client_ip: IpAddr,
+    /// The zone serving the host: an index into [`CompiledPolicy::zones`](crate::CompiledPolicy::zones).
+    pub zone: Option<usize>,
+    /// Proxy or refuse.
+    pub verdict: Verdict,
+    /// The id of the rule that decided, if a rule did (host routing has none).
+    pub rule_id: Option<Arc<str>>,
+    /// Ids of rules with action `log` that matched, in evaluation order. Empty (and
+    /// allocation-free) when none did.
+    pub logged: Vec<Arc<str>>,
+}
+
+/// Whether to forward the request to the origin or answer it with an error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Forward to the zone's origin.
+    Proxy,
+    /// Answer with the catalog error `code` (e.g. 1020) instead of forwarding.
+    Refuse {
+        /// The 1xxx catalog code.
+        code: u16,
+        /// Seconds until the client may succeed, for rate limits (whole seconds, at least 1).
+        retry_after: Option<u32>,
+    },
+}
+
+impl Verdict {
+    /// A refusal without a retry time.
+    pub(crate) const fn refuse(code: u16) -> Verdict {
+        Verdict::Refuse {
+            code,
+            retry_after: None,
+        }
+    }
+}
+
+/// Catalog codes the policy raises.
+pub mod codes {
+    /// The host is served by no zone.
+    pub const DNS_RESOLUTION_ERROR: u16 = 1001;
+    /// The Host is an IP address literal.
+    pub const DIRECT_IP_ACCESS: u16 = 1003;
+    /// The client's ASN is blocked.
+    pub const ASN_BANNED: u16 = 1005;
+    /// The client's IP address is blocked.
+    pub const IP_BANNED: u16 = 1006;
+    /// The client's country is blocked.
+    pub const COUNTRY_BANNED: u16 = 1009;
+    /// The browser signature (User-Agent) is blocked.
+    pub const BROWSER_SIGNATURE_BANNED: u16 = 1010;
+    /// Hotlinking of a protected resource.
+    pub const HOTLINKING_DENIED: u16 = 1011;
+    /// Rate limited (HTTP 429).
+    pub const RATE_LIMITED: u16 = 1015;
+    /// Blocked by a custom (WAF) rule.
+    pub const FIREWALL_RULE_BLOCKED: u16 = 1020;
+    /// Unavailable for legal reasons (HTTP 451).
+    pub const LEGAL_BLOCK: u16 = 1026;
+}

@@ -1,0 +1,146 @@
+//! `PolicyFile`: the policy TOML exactly as written, with spans kept for later messages.
+//!
+//! These types only mirror the text. Meaning (addresses, durations, expressions) is checked in
+//! `validate`, which reports every problem against the spans kept here.
+
+// Stage 2 sections are parsed but not all of them are used yet.
+#![allow(dead_code)]
+
+use serde::Deserialize;
+use serde_spanned::Spanned;
+
+/// The whole policy file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PolicyFile {
+    pub listen: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    pub listener: Vec<Spanned<ListenerFile>>,
+    pub admin: Option<Spanned<String>>,
+    pub errors: Option<ErrorsFile>,
+    pub client_ip: Option<Spanned<ClientIpFile>>,
+    pub geo: Option<GeoFile>,
+    #[serde(default)]
+    pub zone: Vec<Spanned<ZoneFile>>,
+    #[serde(default)]
+    pub access_rule: Vec<Spanned<AccessRuleFile>>,
+    pub browser_check: Option<Spanned<BrowserCheckFile>>,
+    pub hotlink: Option<Spanned<HotlinkFile>>,
+    #[serde(default)]
+    pub legal_rule: Vec<Spanned<LegalRuleFile>>,
+    #[serde(default)]
+    pub custom_rule: Vec<Spanned<CustomRuleFile>>,
+    #[serde(default)]
+    pub rate_limit: Vec<Spanned<RateLimitFile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListenerFile {
+    pub addr: Spanned<String>,
+    pub tls: Option<Spanned<TlsFile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TlsFile {
+    pub cert: Spanned<String>,
+    pub key: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ErrorsFile {
+    pub footer: Option<String>,
+    pub type_uri_template: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ClientIpFile {
+    #[serde(default)]
+    pub trusted_proxies: Vec<Spanned<String>>,
+    pub header: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GeoFile {
+    pub country_db: Option<Spanned<String>>,
+    pub asn_db: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ZoneFile {
+    pub name: Spanned<String>,
+    pub hosts: Spanned<Vec<Spanned<String>>>,
+    pub origin: Spanned<String>,
+    pub origin_sni: Option<Spanned<String>>,
+    pub origin_verify_cert: Option<bool>,
+    pub connect_timeout: Option<Spanned<String>>,
+    pub read_timeout: Option<Spanned<String>>,
+    pub write_timeout: Option<Spanned<String>>,
+}
+
+/// Fields every rule shares.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AccessRuleFile {
+    pub id: Spanned<String>,
+    pub description: Option<String>,
+    pub action: Spanned<String>,
+    pub ip: Option<Spanned<Vec<Spanned<String>>>>,
+    pub asn: Option<Spanned<Vec<Spanned<i64>>>>,
+    pub country: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BrowserCheckFile {
+    pub id: Option<Spanned<String>>,
+    pub description: Option<String>,
+    pub block_empty_user_agent: Option<bool>,
+    #[serde(default)]
+    pub block_user_agents: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct HotlinkFile {
+    pub id: Option<Spanned<String>>,
+    pub description: Option<String>,
+    pub extensions: Spanned<Vec<Spanned<String>>>,
+    #[serde(default)]
+    pub allowed_referers: Vec<Spanned<String>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LegalRuleFile {
+    pub id: Spanned<String>,
+    pub description: Option<String>,
+    pub expression: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CustomRuleFile {
+    pub id: Spanned<String>,
+    pub description: Option<String>,
+    pub action: Spanned<String>,
+    pub expression: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RateLimitFile {
+    pub id: Spanned<String>,
+    pub description: Option<String>,
+    pub expression: Option<Spanned<String>>,
+    pub characteristics: Option<Spanned<Vec<Spanned<String>>>>,
+    pub period: Spanned<String>,
+    pub requests_per_period: Spanned<i64>,
+    pub mitigation_timeout: Option<Spanned<String>>,
+    pub max_keys: Option<Spanned<i64>>,
+}

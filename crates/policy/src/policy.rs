@@ -1,0 +1,464 @@
+//! `Policy`: the policy once every value has been checked, and the checks that build it.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_spanned::Spanned;
+
+use crate::error::{Diagnostics, ProblemKind, did_you_mean};
+use crate::file::PolicyFile;
+use crate::host::HostPattern;
+
+/// The admin listener address when the policy names none.
+pub const DEFAULT_ADMIN: &str = "127.0.0.1:9901";
+/// The listener when the policy names none.
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:8080";
+/// Default time to establish the origin connection.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default time to wait for the origin's response (Cloudflare's 100 s).
+pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(100);
+/// Default time to send the request to the origin.
+pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A socket the edge accepts client connections on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Listener {
+    /// `ip:port`, IPv6 in brackets: `"0.0.0.0:8080"`, `"[::]:8443"`.
+    pub addr: String,
+    /// Certificate and key when the listener speaks TLS.
+    pub tls: Option<TlsFiles>,
+}
+
+/// PEM files for a TLS listener, resolved against the policy file's directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// Certificate chain (PEM).
+    pub cert: PathBuf,
+    /// Private key (PEM).
+    pub key: PathBuf,
+}
+
+/// How error responses are branded.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BrandingConfig {
+    /// Template for the problem `type` URI; `{code}` is replaced by the error code.
+    pub type_uri_template: Option<String>,
+    /// A line added to the bottom of every error page.
+    pub footer: Option<String>,
+}
+
+/// Where a zone's requests go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    /// Host name or IP address of the origin (IPv6 without brackets).
+    pub host: String,
+    /// Port (default 80, or 443 for `https://`).
+    pub port: u16,
+    /// Whether to speak TLS to the origin.
+    pub tls: bool,
+    /// The SNI name to send when `tls`: `origin_sni`, else the origin host.
+    pub sni: String,
+    /// Whether to verify the origin's certificate (`origin_verify_cert`, default true).
+    pub verify_cert: bool,
+}
+
+/// A set of host names served by one origin, with its timeouts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Zone {
+    /// The zone's name, unique in the policy.
+    pub name: String,
+    /// Host patterns as written (lower-cased): `example.com`, `*.example.com`, `*`.
+    pub hosts: Vec<String>,
+    /// Where to forward.
+    pub origin: Origin,
+    /// Time to establish the origin connection.
+    pub connect_timeout: Duration,
+    /// Time to wait for the origin's response.
+    pub read_timeout: Duration,
+    /// Time to send the request to the origin.
+    pub write_timeout: Duration,
+    pub(crate) patterns: Vec<(HostPattern, std::ops::Range<usize>)>,
+}
+
+/// The validated policy: every value checked, nothing compiled or loaded yet.
+#[derive(Debug)]
+pub(crate) struct Policy {
+    pub listeners: Vec<Listener>,
+    pub admin: Option<String>,
+    pub branding: BrandingConfig,
+    pub zones: Vec<Zone>,
+    #[allow(dead_code)] // compiled in stage 2
+    pub rules: crate::rules::RulesSpec,
+}
+
+/// Parses policy text into its raw form, reporting TOML and schema errors with their place.
+pub(crate) fn parse(d: &mut Diagnostics<'_>) -> Option<PolicyFile> {
+    match toml::from_str::<PolicyFile>(d.text()) {
+        Ok(file) => Some(file),
+        Err(e) => {
+            let span = e.span().unwrap_or(0..0);
+            let (kind, message, hint) = explain_toml_error(e.message());
+            d.at_with_hint(kind, span, message, hint);
+            None
+        }
+    }
+}
+
+/// Rewrites serde's messages into ours, adding a "did you mean" for unknown keys.
+fn explain_toml_error(message: &str) -> (ProblemKind, String, Option<String>) {
+    let message = message.trim();
+    // serde: "unknown field `lisen`, expected one of `listen`, `listener`" (or "expected `x`").
+    if let Some((name, tail)) = message
+        .strip_prefix("unknown field `")
+        .and_then(|rest| rest.split_once('`'))
+    {
+        {
+            let expected: Vec<&str> = tail.split('`').skip(1).step_by(2).collect();
+            let hint = match did_you_mean(name, expected.iter().copied()) {
+                Some(best) => Some(format!("did you mean `{best}`?")),
+                None if expected.is_empty() => None,
+                None => Some(format!(
+                    "expected one of {}",
+                    expected
+                        .iter()
+                        .map(|e| format!("`{e}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )),
+            };
+            return (
+                ProblemKind::UnknownKey,
+                format!("unknown key `{name}`"),
+                hint,
+            );
+        }
+    }
+    let first_line = message.lines().next().unwrap_or(message);
+    (ProblemKind::Syntax, first_line.to_owned(), None)
+}
+
+fn span<T>(s: &Spanned<T>) -> std::ops::Range<usize> {
+    s.span()
+}
+
+/// Checks every value of the raw policy and collects all problems into `d`.
+pub(crate) fn validate(file: PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Path) -> Policy {
+    let listeners = validate_listeners(&file, d, base_dir);
+
+    let admin = match &file.admin {
+        Some(a) => {
+            let v = a.get_ref().trim();
+            if v.is_empty() || v == "off" {
+                // "off" disables the admin listener.
+                None
+            } else {
+                match v.parse::<SocketAddr>() {
+                    Ok(sa) => Some(sa.to_string()),
+                    Err(_) => {
+                        d.at(
+                            ProblemKind::Invalid,
+                            span(a),
+                            format!("`{v}` is not an `ip:port` address (or \"off\")"),
+                        );
+                        None
+                    }
+                }
+            }
+        }
+        None => Some(DEFAULT_ADMIN.to_owned()),
+    };
+
+    let mut branding = BrandingConfig::default();
+    if let Some(errors) = &file.errors {
+        branding.footer = errors.footer.clone();
+        if let Some(t) = &errors.type_uri_template {
+            let v = t.get_ref();
+            if !(v.starts_with("https://") || v.starts_with("http://")) {
+                d.at(
+                    ProblemKind::Invalid,
+                    span(t),
+                    "`type_uri_template` must be an http(s) URI",
+                );
+            }
+            branding.type_uri_template = Some(v.clone());
+        }
+    }
+
+    let zones = validate_zones(&file, d);
+    let rules = crate::rules::validate_rules(&file, d, base_dir);
+
+    Policy {
+        listeners,
+        admin,
+        branding,
+        zones,
+        rules,
+    }
+}
+
+fn validate_listeners(
+    file: &PolicyFile,
+    d: &mut Diagnostics<'_>,
+    base_dir: &Path,
+) -> Vec<Listener> {
+    let mut out: Vec<Listener> = Vec::new();
+    let check_addr = |d: &mut Diagnostics<'_>, a: &Spanned<String>| -> Option<String> {
+        match a.get_ref().trim().parse::<SocketAddr>() {
+            Ok(sa) => Some(sa.to_string()),
+            Err(_) => {
+                d.at(
+                    ProblemKind::Invalid,
+                    span(a),
+                    format!(
+                        "`{}` is not an `ip:port` address (IPv6 in brackets: \"[::]:8443\")",
+                        a.get_ref()
+                    ),
+                );
+                None
+            }
+        }
+    };
+    if let Some(listen) = &file.listen {
+        for a in listen.get_ref() {
+            if let Some(addr) = check_addr(d, a) {
+                out.push(Listener { addr, tls: None });
+            }
+        }
+    }
+    for l in &file.listener {
+        let l = l.get_ref();
+        if let Some(addr) = check_addr(d, &l.addr) {
+            let tls = l.tls.as_ref().map(|t| {
+                let t = t.get_ref();
+                TlsFiles {
+                    cert: base_dir.join(t.cert.get_ref()),
+                    key: base_dir.join(t.key.get_ref()),
+                }
+            });
+            out.push(Listener { addr, tls });
+        }
+    }
+    if file.listen.is_none() && file.listener.is_empty() {
+        out.push(Listener {
+            addr: DEFAULT_LISTEN.to_owned(),
+            tls: None,
+        });
+    }
+    // Two listeners on one socket would fail at bind time; say so here, with a place.
+    let mut seen = std::collections::HashSet::new();
+    for l in &out {
+        if !seen.insert(l.addr.clone()) {
+            let at = file
+                .listen
+                .as_ref()
+                .map(span)
+                .or_else(|| file.listener.first().map(span))
+                .unwrap_or(0..0);
+            d.at(
+                ProblemKind::Invalid,
+                at,
+                format!("address `{}` is listed twice", l.addr),
+            );
+        }
+    }
+    out
+}
+
+fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
+    let mut zones = Vec::new();
+    let mut names = std::collections::HashSet::new();
+    for z in &file.zone {
+        let z = z.get_ref();
+        let name = z.name.get_ref().trim().to_owned();
+        if name.is_empty() {
+            d.at(ProblemKind::Invalid, span(&z.name), "a zone needs a name");
+        } else if !names.insert(name.clone()) {
+            d.at(
+                ProblemKind::Invalid,
+                span(&z.name),
+                format!("zone name `{name}` is used twice"),
+            );
+        }
+        let mut hosts = Vec::new();
+        let mut patterns = Vec::new();
+        if z.hosts.get_ref().is_empty() {
+            d.at(
+                ProblemKind::Invalid,
+                span(&z.hosts),
+                "a zone needs at least one host (\"*\" serves every name)",
+            );
+        }
+        for h in z.hosts.get_ref() {
+            match HostPattern::parse(h.get_ref()) {
+                Ok(p) => {
+                    hosts.push(h.get_ref().trim().to_ascii_lowercase());
+                    patterns.push((p, span(h)));
+                }
+                Err(why) => d.at(
+                    ProblemKind::Invalid,
+                    span(h),
+                    format!("invalid host `{}`: {why}", h.get_ref()),
+                ),
+            }
+        }
+        let origin = match parse_origin(z.origin.get_ref()) {
+            Ok(mut o) => {
+                if let Some(sni) = &z.origin_sni {
+                    o.sni = sni.get_ref().clone();
+                }
+                if let Some(v) = z.origin_verify_cert {
+                    o.verify_cert = v;
+                }
+                Some(o)
+            }
+            Err(why) => {
+                d.at(ProblemKind::Invalid, span(&z.origin), why);
+                None
+            }
+        };
+        let connect_timeout = duration(d, z.connect_timeout.as_ref(), DEFAULT_CONNECT_TIMEOUT);
+        let read_timeout = duration(d, z.read_timeout.as_ref(), DEFAULT_READ_TIMEOUT);
+        let write_timeout = duration(d, z.write_timeout.as_ref(), DEFAULT_WRITE_TIMEOUT);
+        if let Some(origin) = origin {
+            zones.push(Zone {
+                name,
+                hosts,
+                origin,
+                connect_timeout,
+                read_timeout,
+                write_timeout,
+                patterns,
+            });
+        }
+    }
+    zones
+}
+
+/// Parses a positive humantime duration ("5s", "1m 30s"), falling back to `default` when absent.
+pub(crate) fn duration(
+    d: &mut Diagnostics<'_>,
+    value: Option<&Spanned<String>>,
+    default: Duration,
+) -> Duration {
+    let Some(v) = value else { return default };
+    match humantime::parse_duration(v.get_ref().trim()) {
+        Ok(dur) if !dur.is_zero() => dur,
+        Ok(_) => {
+            d.at(
+                ProblemKind::Invalid,
+                span(v),
+                "a duration must be greater than zero",
+            );
+            default
+        }
+        Err(e) => {
+            d.at(
+                ProblemKind::Invalid,
+                span(v),
+                format!(
+                    "`{}` is not a duration ({e}); write e.g. \"10s\" or \"2m\"",
+                    v.get_ref()
+                ),
+            );
+            default
+        }
+    }
+}
+
+/// Parses `host:port`, `http://host[:port]` or `https://host[:port]`.
+pub(crate) fn parse_origin(s: &str) -> Result<Origin, String> {
+    let s = s.trim();
+    let (tls, rest) = if let Some(r) = s.strip_prefix("https://") {
+        (true, r)
+    } else if let Some(r) = s.strip_prefix("http://") {
+        (false, r)
+    } else if s.contains("://") {
+        return Err(format!(
+            "origin `{s}` has an unsupported scheme; use http:// or https://"
+        ));
+    } else {
+        (false, s)
+    };
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.contains('/') || rest.contains('?') {
+        return Err(format!("origin `{s}` must not have a path"));
+    }
+    let default_port = if tls { 443 } else { 80 };
+    let (host, port) = if let Some(v6) = rest.strip_prefix('[') {
+        let (inner, after) = v6
+            .split_once(']')
+            .ok_or_else(|| format!("origin `{s}` has an unclosed `[`"))?;
+        inner
+            .parse::<std::net::Ipv6Addr>()
+            .map_err(|_| format!("origin `{s}`: `{inner}` is not an IPv6 address"))?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => parse_port(p, s)?,
+            None if after.is_empty() => default_port,
+            None => return Err(format!("origin `{s}` has junk after `]`")),
+        };
+        (inner.to_owned(), port)
+    } else {
+        match rest.rsplit_once(':') {
+            Some((h, p)) => (h.to_owned(), parse_port(p, s)?),
+            None => (rest.to_owned(), default_port),
+        }
+    };
+    if host.is_empty() {
+        return Err(format!("origin `{s}` has no host"));
+    }
+    if host.parse::<std::net::IpAddr>().is_err() {
+        HostPattern::parse(&host)
+            .ok()
+            .filter(|p| matches!(p, HostPattern::Exact(_)))
+            .ok_or_else(|| format!("origin `{s}`: `{host}` is not a host name or IP address"))?;
+    }
+    Ok(Origin {
+        sni: host.clone(),
+        host,
+        port,
+        tls,
+        verify_cert: true,
+    })
+}
+
+fn parse_port(p: &str, whole: &str) -> Result<u16, String> {
+    match p.parse::<u16>() {
+        Ok(port) if port != 0 => Ok(port),
+        _ => Err(format!("origin `{whole}`: `{p}` is not a port (1-65535)")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn origins() {
+        let o = parse_origin("127.0.0.1:8000").unwrap();
+        assert_eq!((o.host.as_str(), o.port, o.tls), ("127.0.0.1", 8000, false));
+        let o = parse_origin("https://origin.example.com").unwrap();
+        assert_eq!(
+            (o.host.as_str(), o.port, o.tls),
+            ("origin.example.com", 443, true)
+        );
+        assert_eq!(o.sni, "origin.example.com");
+        let o = parse_origin("http://[::1]:9000").unwrap();
+        assert_eq!((o.host.as_str(), o.port), ("::1", 9000));
+        assert!(parse_origin("ftp://x").is_err());
+        assert!(parse_origin("x:0").is_err());
+        assert!(parse_origin("x:99999").is_err());
+        assert!(parse_origin("http://x/path").is_err());
+        assert!(parse_origin("").is_err());
+    }
+
+    #[test]
+    fn unknown_field_message_gets_a_hint() {
+        let (kind, msg, hint) = explain_toml_error(
+            "unknown field `lisen`, expected one of `listen`, `listener`, `admin`",
+        );
+        assert_eq!(kind, ProblemKind::UnknownKey);
+        assert_eq!(msg, "unknown key `lisen`");
+        assert_eq!(hint.as_deref(), Some("did you mean `listen`?"));
+    }
+}
