@@ -1,1 +1,120 @@
-fn main() {}
+//! `signpost`: an edge reverse proxy on Pingora that enforces a site owner's policy and answers
+//! its own errors in the format the client asked for (HTML, RFC 9457 JSON, or Markdown).
+//!
+//! The request pipeline is in [`pipeline`]; this file is the command line.
+
+mod admin;
+mod commands;
+mod metrics;
+mod pipeline;
+mod ray;
+mod reload;
+mod rescue;
+mod server;
+mod tls;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// An edge reverse proxy that answers its own errors as HTML, RFC 9457 JSON or Markdown.
+#[derive(Parser, Debug)]
+#[command(name = "signpost", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Start the edge with a policy file.
+    Run(RunArgs),
+    /// Validate a policy file: exit 0, or print every problem with file, line and column and exit 1.
+    Check {
+        /// The policy file (TOML).
+        file: PathBuf,
+    },
+    /// Print the exact response the edge sends for an error code: status line, headers, body.
+    Render {
+        /// A catalog code (1015, 522, ...).
+        code: String,
+        /// The request's Accept header.
+        #[arg(long, default_value = "")]
+        accept: String,
+        /// The request's Host.
+        #[arg(long, default_value = "example.com")]
+        host: String,
+    },
+    /// List the error catalog as a table.
+    Codes,
+    /// Bytes and cl100k_base tokens of every code in each format.
+    Tokens,
+    /// Exit 0 when the admin listener answers `/healthz` (the Docker HEALTHCHECK).
+    Health {
+        /// The health endpoint to ask.
+        #[arg(long, default_value = "http://127.0.0.1:9901/healthz")]
+        url: String,
+    },
+}
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The policy file (TOML).
+    #[arg(long, short = 'c', env = "SIGNPOST_CONFIG")]
+    pub config: PathBuf,
+    /// Listen on this address instead of the policy's listeners (repeatable).
+    #[arg(long)]
+    pub listen: Vec<String>,
+    /// Send every zone's traffic to this origin (`host:port`) instead of the policy's.
+    #[arg(long)]
+    pub origin: Option<String>,
+    /// Also reload when the policy file changes (it is always reloaded on SIGHUP).
+    #[arg(long)]
+    pub watch: bool,
+    /// Log format: human-readable lines, or one JSON object per line.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Seconds to keep serving in-flight requests after SIGTERM before exiting.
+    #[arg(long, default_value_t = 5)]
+    pub grace_period: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Run(args) => server::run(args),
+        Command::Check { file } => return commands::check(&file),
+        Command::Render { code, accept, host } => commands::render(&code, &accept, &host),
+        Command::Codes => commands::codes(),
+        Command::Tokens => commands::tokens(),
+        Command::Health { url } => return commands::health(&url),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("signpost: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    #[test]
+    fn cli_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+}

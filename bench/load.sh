@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Whole-binary load test: signpost against a bare Pingora proxy and nginx, in the same run, in
+# front of the same nginx origin, driven by wrk over loopback.
+#
+#   bench/load.sh [seconds per run, default 10] [connections, default 32]
+#
+# What it measures: requests per second and latency through each proxy for a small static
+# response, and signpost answering edge errors itself (/cdn-cgi/error/1015 as JSON, a host no
+# zone serves). What it leaves out: TLS, large bodies, and an isolated machine: wrk, the proxy
+# and the origin share this machine's cores, so compare rows of one run, not runs of different
+# days. Results are appended to bench/results.md with the command line.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-10}
+connections=${2:-32}
+for tool in wrk nginx; do
+  command -v "$tool" >/dev/null || { echo "bench/load.sh needs $tool (apt-get install wrk nginx-light)" >&2; exit 1; }
+done
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "nothing listens on $1" >&2; exit 1
+}
+
+origin_port=$(free_port); signpost_port=$(free_port); admin_port=$(free_port); bare_port=$(free_port); nginx_proxy_port=$(free_port)
+
+# The origin: nginx serving a 612-byte page, with keepalive.
+mkdir -p "$work/www" "$work/tmp"
+head -c 612 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
+cat > "$work/nginx.conf" <<EOF
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
+  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
+  upstream origin { server 127.0.0.1:$origin_port; keepalive 64; }
+  server { listen 127.0.0.1:$origin_port; root $work/www; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:$nginx_proxy_port; keepalive_requests 1000000;
+    location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; }
+  }
+}
+EOF
+nginx -c "$work/nginx.conf"
+wait_port "$origin_port"
+
+cargo build --release --locked -p signpost --bin signpost --example bare_proxy >/dev/null
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+
+cat > "$work/policy.toml" <<EOF
+listen = ["127.0.0.1:$signpost_port"]
+admin = "127.0.0.1:$admin_port"
+[[zone]]
+name = "bench"
+hosts = ["localhost", "127.0.0.1"]
+origin = "127.0.0.1:$origin_port"
+EOF
+RUST_LOG=warn "$target/release/signpost" run --config "$work/policy.toml" --threads 1 2>"$work/signpost.log" &
+pids+=($!)
+"$target/release/examples/bare_proxy" "127.0.0.1:$bare_port" "127.0.0.1:$origin_port" 2>"$work/bare.log" &
+pids+=($!)
+wait_port "$signpost_port"; wait_port "$bare_port"; wait_port "$nginx_proxy_port"
+
+run() { # name url [header...]
+  local name=$1 url=$2
+  shift 2
+  local headers=() out
+  for h in "$@"; do headers+=(-H "$h"); done
+  out=$(wrk -t1 -c"$connections" -d"${seconds}s" --latency "${headers[@]}" "$url")
+  local rps p50 p99 non2xx
+  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+  p50=$(awk '$1=="50%" {print $2}' <<<"$out")
+  p99=$(awk '$1=="99%" {print $2}' <<<"$out")
+  non2xx=$(awk '/Non-2xx/ {print $5}' <<<"$out")
+  printf '| %-40s | %10s | %8s | %8s | %8s |\n' "$name" "$rps" "$p50" "$p99" "${non2xx:-0}"
+}
+
+{
+  echo
+  echo "### $(date -u +%Y-%m-%dT%H:%MZ), ${seconds}s per row, ${connections} connections, $(nproc) cores"
+  echo
+  echo "Command: \`bench/load.sh $seconds $connections\` (wrk -t1; each proxy given one worker thread where it has the option)"
+  echo
+  echo "| target | req/s | p50 | p99 | non-2xx |"
+  echo "|---|---|---|---|---|"
+  run "origin direct (nginx)" "http://127.0.0.1:$origin_port/index.html"
+  run "nginx proxy" "http://127.0.0.1:$nginx_proxy_port/index.html"
+  run "bare Pingora proxy" "http://127.0.0.1:$bare_port/index.html"
+  run "signpost proxy (default checks)" "http://localhost:$signpost_port/index.html"
+  run "signpost /cdn-cgi/error/1015 JSON" "http://localhost:$signpost_port/cdn-cgi/error/1015" "Accept: application/json"
+  run "signpost 1001 unknown host, Markdown" "http://127.0.0.1:$signpost_port/" "Host: unknown.test" "Accept: text/markdown"
+} | tee -a bench/results.md

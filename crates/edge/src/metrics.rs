@@ -1,0 +1,151 @@
+//! Prometheus metrics: what the edge answered, how fast the origin was, how reloads went.
+
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    zone: String,
+    status: u16,
+    /// The catalog code of an edge-generated answer; 0 when the origin answered.
+    error_code: u16,
+    /// `html`, `json`, `problem+json`, `markdown`, or `origin`.
+    format: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ZoneLabel {
+    zone: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+/// Every metric the edge exports, registered once at start-up.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    upstream_latency: Family<ZoneLabel, Histogram>,
+    reloads: Family<OutcomeLabel, Counter>,
+    rate_limit_keys: Gauge<i64, std::sync::atomic::AtomicI64>,
+    policy_generation: Gauge<u64, AtomicU64>,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("signpost");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests answered, by zone, status, edge error code and response format",
+            requests.clone(),
+        );
+        let upstream_latency = Family::<ZoneLabel, Histogram>::new_with_constructor(|| {
+            // 1 ms to ~65 s: origin answers span from cache-fast to the read timeout.
+            Histogram::new(exponential_buckets(0.001, 2.0, 17))
+        });
+        registry.register(
+            "upstream_latency_seconds",
+            "Time from choosing the origin to the end of the request",
+            upstream_latency.clone(),
+        );
+        let reloads = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "policy_reloads",
+            "Policy reloads by outcome (ok, rejected)",
+            reloads.clone(),
+        );
+        let rate_limit_keys = Gauge::default();
+        registry.register(
+            "rate_limit_keys",
+            "Keys currently tracked by the rate limiters",
+            rate_limit_keys.clone(),
+        );
+        let policy_generation = Gauge::default();
+        registry.register(
+            "policy_generation",
+            "How many policies this process has loaded",
+            policy_generation.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            upstream_latency,
+            reloads,
+            rate_limit_keys,
+            policy_generation,
+        }
+    }
+
+    /// Counts one answered request; `upstream_latency` is `None` when no origin was involved.
+    pub fn observe_request(
+        &self,
+        zone: &str,
+        status: u16,
+        error_code: Option<u16>,
+        format: &'static str,
+        upstream_latency: Option<Duration>,
+    ) {
+        let labels = RequestLabels {
+            zone: zone.to_string(),
+            status,
+            error_code: error_code.unwrap_or(0),
+            format: if error_code.is_some() {
+                format
+            } else {
+                "origin"
+            },
+        };
+        self.requests.get_or_create(&labels).inc();
+        if let Some(latency) = upstream_latency {
+            self.upstream_latency
+                .get_or_create(&ZoneLabel {
+                    zone: zone.to_string(),
+                })
+                .observe(latency.as_secs_f64());
+        }
+    }
+
+    pub fn observe_reload(&self, ok: bool) {
+        self.reloads
+            .get_or_create(&OutcomeLabel {
+                outcome: if ok { "ok" } else { "rejected" },
+            })
+            .inc();
+        if ok {
+            self.policy_generation.inc();
+        }
+    }
+
+    pub fn observe_policy_loaded(&self) {
+        self.policy_generation.inc();
+    }
+
+    pub fn set_rate_limit_keys(&self, keys: usize) {
+        self.rate_limit_keys
+            .set(i64::try_from(keys).unwrap_or(i64::MAX));
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}

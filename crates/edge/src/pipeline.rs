@@ -1,0 +1,450 @@
+//! The request pipeline: client facts → policy decision → origin, or a problem in the asked format.
+//!
+//! Every request flows one way through the hooks below, in the order Pingora calls them:
+//!
+//! ```text
+//! request_filter ── /cdn-cgi/error/<code> ─────────────────────────────► problem (never forwarded)
+//!      │
+//!      ├─ policy.decide(facts) ── Refuse{code} ─────────────────────────► problem (1xxx)
+//!      │
+//!      └─ Proxy ─► upstream_peer (resolve origin; 1016) ─► upstream_request_filter (X-Forwarded-*)
+//!                     │                                         │
+//!                     └─ connect/read failure ─► fail_to_proxy ─┴─► problem (52x)
+//!                                                 response_filter (ray id) ─► origin's answer
+//! logging: one access line per request, whatever happened.
+//! ```
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use bytes::Bytes;
+use pingora::http::ResponseHeader;
+use pingora::prelude::*;
+use pingora::proxy::FailToProxy;
+use signpost_policy::{RequestFacts, Verdict, Zone};
+use signpost_problem::{Format, Problem};
+
+use crate::metrics::Metrics;
+use crate::ray::RayId;
+use crate::reload::Loaded;
+use crate::rescue::{ORIGIN_DNS_ERROR, Rescue, rescue};
+
+/// Where the edge answers `/cdn-cgi/error/<code>` itself, on every host.
+const ERROR_PAGE_PREFIX: &str = "/cdn-cgi/error";
+
+/// The edge service: shared, read-mostly state behind every request.
+pub struct Edge {
+    /// The compiled policy, swapped whole on reload; each request holds the one it started with.
+    pub policy: Arc<ArcSwap<Loaded>>,
+    /// `--origin` from the command line: replaces every zone's origin address.
+    pub origin_override: Option<(String, u16)>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// What one request learned on its way through the pipeline; `logging` reports it.
+pub struct RequestCtx {
+    pub ray_id: RayId,
+    started: Instant,
+    policy: Option<Arc<Loaded>>,
+    zone: Option<usize>,
+    client_ip: Option<IpAddr>,
+    /// The catalog code of an edge-generated answer, if the edge answered.
+    error_code: Option<u16>,
+    format: Option<Format>,
+    rule_id: Option<Arc<str>>,
+    upstream: Option<SocketAddr>,
+    upstream_started: Option<Instant>,
+}
+
+impl Edge {
+    pub fn new(
+        policy: Arc<ArcSwap<Loaded>>,
+        origin_override: Option<(String, u16)>,
+        metrics: Arc<Metrics>,
+    ) -> Edge {
+        Edge {
+            policy,
+            origin_override,
+            metrics,
+        }
+    }
+
+    fn zone<'a>(&self, ctx: &'a RequestCtx) -> Option<&'a Zone> {
+        let loaded = ctx.policy.as_ref()?;
+        loaded.policy.zones().get(ctx.zone?)
+    }
+
+    /// Renders `code` as the client's `Accept` asks and writes it as the whole response.
+    ///
+    /// The response carries a body and a Content-Length, so the client's connection can carry its
+    /// next request (Pingora's own `respond_error` closes it).
+    async fn answer(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        code: u16,
+        retry_after: Option<u32>,
+    ) -> Result<()> {
+        let entry = signpost_problem::lookup(code)
+            .unwrap_or_else(|| signpost_problem::lookup(500).expect("500 is in the catalog"));
+        self.answer_entry(session, ctx, entry, retry_after).await
+    }
+
+    async fn answer_entry(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        entry: &'static signpost_problem::CatalogEntry,
+        retry_after: Option<u32>,
+    ) -> Result<()> {
+        let format = signpost_problem::negotiate(
+            session
+                .req_header()
+                .headers
+                .get(http::header::ACCEPT)
+                .map(|v| v.as_bytes()),
+        );
+        let host = request_host(session);
+        let zone_name = host_without_port(&host);
+        let ray = ctx.ray_id.to_hex();
+        let problem = Problem {
+            entry,
+            ray_id: ray.as_str(),
+            timestamp: SystemTime::now(),
+            zone: zone_name,
+            retry_after,
+        };
+        let loaded = ctx
+            .policy
+            .clone()
+            .unwrap_or_else(|| self.policy.load_full());
+        let rendered = signpost_problem::render(&problem, format, &loaded.branding);
+        ctx.error_code = Some(entry.code);
+        ctx.format = Some(format);
+
+        let mut header = ResponseHeader::build(rendered.status, Some(8))?;
+        for (name, value) in rendered.headers(ray.as_str()) {
+            header.insert_header(name, value)?;
+        }
+        let head_only = session.req_header().method == http::Method::HEAD;
+        session
+            .write_response_header(Box::new(header), head_only)
+            .await?;
+        if !head_only {
+            session
+                .write_response_body(Some(Bytes::from(rendered.body)), true)
+                .await?;
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ProxyHttp for Edge {
+    type CTX = RequestCtx;
+
+    fn new_ctx(&self) -> RequestCtx {
+        RequestCtx {
+            ray_id: RayId::next(),
+            started: Instant::now(),
+            policy: None,
+            zone: None,
+            client_ip: None,
+            error_code: None,
+            format: None,
+            rule_id: None,
+            upstream: None,
+            upstream_started: None,
+        }
+    }
+
+    /// The edge's whole decision. Returns `Ok(true)` when the edge answered the request itself
+    /// (an error page, or a refusal by the policy), `Ok(false)` to proxy it.
+    ///
+    /// Order: the error test endpoint first (it is served on every host and must work even where
+    /// the policy would refuse, so that people can see what a refusal looks like), then the
+    /// policy, which owns host routing (1001, 1003) and every access rule.
+    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        let loaded = self.policy.load_full();
+        ctx.policy = Some(loaded.clone());
+
+        // 1. The error test endpoint: `/cdn-cgi/error/<code>`.
+        let path = session.req_header().uri.path();
+        if let Some(rest) = path.strip_prefix(ERROR_PAGE_PREFIX) {
+            if rest.is_empty() || rest.starts_with('/') {
+                let entry =
+                    signpost_problem::lookup_path_code(rest.strip_prefix('/').unwrap_or(""));
+                self.answer_entry(session, ctx, entry, None).await?;
+                return Ok(true);
+            }
+        }
+
+        // 2. Client facts, then the policy's decision.
+        let host = request_host(session);
+        let peer = peer_ip(session);
+        let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
+        let sni = crate::tls::client_sni(session.digest());
+        let req = session.req_header();
+        let uri = req.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let facts = RequestFacts {
+            peer,
+            host: &host,
+            method: req.method.as_str(),
+            uri,
+            tls,
+            sni,
+            headers: &req.headers,
+        };
+        let decision = loaded.policy.decide(&facts, Instant::now());
+        ctx.client_ip = Some(decision.client_ip);
+        ctx.zone = decision.zone;
+        ctx.rule_id = decision.rule_id.clone();
+        for rule in &decision.logged {
+            tracing::info!(ray_id = %ctx.ray_id, rule = %rule, client = %decision.client_ip, "log rule matched");
+        }
+
+        // 3. Refused: answer with the code the policy chose.
+        if let Verdict::Refuse { code, retry_after } = decision.verdict {
+            self.answer(session, ctx, code, retry_after).await?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// The zone's origin, resolved now (a name that does not resolve is 1016), with the zone's
+    /// timeouts. Pingora pools connections per peer, so repeated requests reuse them.
+    async fn upstream_peer(
+        &self,
+        _session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<Box<HttpPeer>> {
+        let zone = self
+            .zone(ctx)
+            .ok_or_else(|| Error::explain(InternalError, "proxying without a zone"))?;
+        let (host, port) = match &self.origin_override {
+            Some((host, port)) => (host.as_str(), *port),
+            None => (zone.origin.host.as_str(), zone.origin.port),
+        };
+        let addr = resolve(host, port, zone.connect_timeout).await?;
+        let mut peer = HttpPeer::new(addr, zone.origin.tls, zone.origin.sni.clone());
+        peer.options.connection_timeout = Some(zone.connect_timeout);
+        peer.options.read_timeout = Some(zone.read_timeout);
+        peer.options.write_timeout = Some(zone.write_timeout);
+        peer.options.verify_cert = zone.origin.verify_cert;
+        peer.options.verify_hostname = zone.origin.verify_cert;
+        ctx.upstream = Some(addr);
+        ctx.upstream_started = Some(Instant::now());
+        Ok(Box::new(peer))
+    }
+
+    /// One origin per zone: there is nothing to fail over to, and retrying a connect that timed
+    /// out would multiply the client's wait. Stale pooled connections are still retried by
+    /// Pingora's `error_while_proxy`.
+    fn fail_to_connect(
+        &self,
+        _session: &mut Session,
+        _peer: &HttpPeer,
+        _ctx: &mut RequestCtx,
+        mut e: Box<Error>,
+    ) -> Box<Error> {
+        e.set_retry(false);
+        e
+    }
+
+    /// Adds what an origin behind an edge expects: the client's address, the scheme the client
+    /// used, the host it asked for, and the ray id to match logs on both sides.
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        upstream: &mut RequestHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let client = ctx.client_ip.unwrap_or_else(|| peer_ip(session));
+        let forwarded_for = match upstream
+            .headers
+            .get("x-forwarded-for")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(previous) if !previous.trim().is_empty() => format!("{previous}, {client}"),
+            _ => client.to_string(),
+        };
+        upstream.insert_header("x-forwarded-for", forwarded_for)?;
+        let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
+        upstream.insert_header("x-forwarded-proto", if tls { "https" } else { "http" })?;
+        upstream.insert_header("cf-connecting-ip", client.to_string())?;
+        upstream.insert_header(
+            signpost_problem::RAY_ID_HEADER,
+            ctx.ray_id.to_hex().as_str(),
+        )?;
+        Ok(())
+    }
+
+    /// The origin's answer passes through unchanged but for the ray id header.
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        response: &mut ResponseHeader,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        response.insert_header(
+            signpost_problem::RAY_ID_HEADER,
+            ctx.ray_id.to_hex().as_str(),
+        )?;
+        Ok(())
+    }
+
+    /// A failure after the policy let the request through: the origin refused, timed out, sent
+    /// garbage, or its name did not resolve. Renders the matching 52x (or 1016) problem.
+    ///
+    /// Returns the status written, for Pingora's log, or 0 when nothing could be written.
+    async fn fail_to_proxy(
+        &self,
+        session: &mut Session,
+        e: &Error,
+        ctx: &mut RequestCtx,
+    ) -> FailToProxy {
+        let code = match rescue(e) {
+            Rescue::Code(code) => code,
+            Rescue::ClientGone => {
+                return FailToProxy {
+                    error_code: 0,
+                    can_reuse_downstream: false,
+                };
+            }
+        };
+        if session.response_written().is_some() {
+            // The origin failed mid-response: the status line is already out, so the only honest
+            // signal left is to cut the connection.
+            ctx.error_code = Some(code);
+            return FailToProxy {
+                error_code: 0,
+                can_reuse_downstream: false,
+            };
+        }
+        match self.answer(session, ctx, code, None).await {
+            Ok(()) => FailToProxy {
+                error_code: signpost_problem::lookup(code).map_or(500, |entry| entry.status),
+                can_reuse_downstream: true,
+            },
+            Err(_) => FailToProxy {
+                error_code: 0,
+                can_reuse_downstream: false,
+            },
+        }
+    }
+
+    /// Errors are reported once, by the access line in `logging`.
+    fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, _error: &Error) -> bool {
+        true
+    }
+
+    /// One access line per request, and the request metrics.
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
+        let status = session.response_written().map_or(0, |r| r.status.as_u16());
+        let duration = ctx.started.elapsed();
+        let zone = self.zone(ctx).map(|z| z.name.as_str()).unwrap_or("-");
+        let host = request_host(session);
+        let req = session.req_header();
+        let format = ctx.format.map_or("-", |f| f.as_str());
+        let upstream_latency = ctx.upstream_started.map(|t| t.elapsed());
+        self.metrics.observe_request(
+            zone,
+            status,
+            ctx.error_code,
+            format,
+            upstream_latency.filter(|_| ctx.upstream.is_some()),
+        );
+        tracing::info!(
+            target: "access",
+            ray_id = %ctx.ray_id,
+            client = %ctx.client_ip.unwrap_or_else(|| peer_ip(session)),
+            method = %req.method,
+            host = %host,
+            path = %req.uri.path(),
+            status,
+            error_code = ctx.error_code.unwrap_or(0),
+            format,
+            zone,
+            rule = ctx.rule_id.as_deref().unwrap_or("-"),
+            upstream = %ctx.upstream.map_or_else(|| "-".to_string(), |a| a.to_string()),
+            duration_ms = duration.as_secs_f64() * 1000.0,
+            error = %e.map_or_else(String::new, |e| e.etype().as_str().to_string()),
+        );
+    }
+}
+
+/// The host the client asked for: the URI authority (HTTP/2, absolute-form) or the Host header.
+/// Bytes that are not UTF-8 are replaced, never rejected: the renderers escape what remains.
+fn request_host(session: &Session) -> String {
+    let req = session.req_header();
+    if let Some(authority) = req.uri.authority() {
+        return authority.as_str().to_string();
+    }
+    req.headers
+        .get(http::header::HOST)
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
+        .unwrap_or_default()
+}
+
+/// The zone name shown in problems: the host without its port (`[::1]:8080` → `[::1]`).
+fn host_without_port(host: &str) -> &str {
+    match host.rsplit_once(':') {
+        Some((name, port))
+            if !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && !name.ends_with(':') =>
+        {
+            name
+        }
+        _ => host,
+    }
+}
+
+fn peer_ip(session: &Session) -> IpAddr {
+    session
+        .client_addr()
+        .and_then(|a| a.as_inet())
+        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip())
+}
+
+/// Resolves the origin's name; a failure or a timeout is the origin's DNS error (1016).
+async fn resolve(host: &str, port: u16, timeout: std::time::Duration) -> Result<SocketAddr> {
+    let literal = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if let Ok(ip) = literal.parse::<IpAddr>() {
+        return Ok(SocketAddr::new(ip, port));
+    }
+    match tokio::time::timeout(timeout, tokio::net::lookup_host((host, port))).await {
+        Ok(Ok(mut addrs)) => addrs
+            .next()
+            .ok_or_else(|| Error::explain(ORIGIN_DNS_ERROR, format!("{host} has no addresses"))),
+        Ok(Err(err)) => Err(Error::because(
+            ORIGIN_DNS_ERROR,
+            format!("resolving {host}"),
+            err,
+        )),
+        Err(_) => Err(Error::explain(
+            ORIGIN_DNS_ERROR,
+            format!("resolving {host} timed out"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_without_port;
+
+    #[test]
+    fn zone_name_drops_only_a_numeric_port() {
+        assert_eq!(host_without_port("example.com:8080"), "example.com");
+        assert_eq!(host_without_port("example.com"), "example.com");
+        assert_eq!(host_without_port("[::1]:8080"), "[::1]");
+        assert_eq!(host_without_port("a: b"), "a: b");
+        assert_eq!(host_without_port("::1"), "::1");
+    }
+}

@@ -1,0 +1,129 @@
+//! Live reload: on SIGHUP (and, when asked, when the policy file changes) compile the policy
+//! anew and swap it in whole; a policy that does not validate leaves the old one serving.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use pingora::server::ShutdownWatch;
+use pingora::services::background::BackgroundService;
+use signpost_policy::CompiledPolicy;
+use tokio::signal::unix::{SignalKind, signal};
+
+use crate::metrics::Metrics;
+
+/// A compiled policy together with what the renderers need from it, prepared once per load.
+pub struct Loaded {
+    pub policy: CompiledPolicy,
+    pub branding: signpost_problem::Branding,
+}
+
+impl Loaded {
+    /// Reads and compiles the policy file; `previous` hands over rate-limit state.
+    pub fn load(
+        path: &std::path::Path,
+        previous: Option<&Loaded>,
+    ) -> Result<Loaded, signpost_policy::PolicyError> {
+        let policy = CompiledPolicy::load(path, previous.map(|p| &p.policy))?;
+        let config = policy.branding();
+        let mut branding = signpost_problem::Branding::default();
+        if let Some(template) = &config.type_uri_template {
+            branding.type_uri_template = Some(template.clone());
+        }
+        if let Some(footer) = &config.footer {
+            branding.footer = footer.clone();
+        }
+        Ok(Loaded { policy, branding })
+    }
+}
+
+/// How often `--watch` looks at the policy file.
+///
+/// Polling the file's modification time and length, rather than subscribing to inotify, also
+/// sees the symlink swaps of Kubernetes ConfigMaps and edits on Docker bind mounts, where
+/// inotify events are lost; a stat per second costs nothing.
+const WATCH_INTERVAL: Duration = Duration::from_secs(1);
+
+pub struct Reloader {
+    path: PathBuf,
+    policy: Arc<ArcSwap<Loaded>>,
+    metrics: Arc<Metrics>,
+    watch: bool,
+}
+
+impl Reloader {
+    pub fn new(
+        path: PathBuf,
+        policy: Arc<ArcSwap<Loaded>>,
+        metrics: Arc<Metrics>,
+        watch: bool,
+    ) -> Reloader {
+        Reloader {
+            path,
+            policy,
+            metrics,
+            watch,
+        }
+    }
+
+    /// Compiles the file against the current policy (so rate-limit state of unchanged rules
+    /// carries over) and swaps it in; on failure logs every problem and keeps the old policy.
+    fn reload(&self, why: &str) {
+        let current = self.policy.load_full();
+        let path = self.path.clone();
+        match Loaded::load(&path, Some(&current)) {
+            Ok(next) => {
+                if next.policy.listeners() != current.policy.listeners() {
+                    tracing::warn!(config = %path.display(), "listener changes take effect only after a restart");
+                }
+                self.policy.store(Arc::new(next));
+                self.metrics.observe_reload(true);
+                tracing::info!(config = %path.display(), trigger = why, "policy reloaded");
+            }
+            Err(err) => {
+                self.metrics.observe_reload(false);
+                tracing::error!(config = %path.display(), trigger = why, "policy rejected, the previous policy keeps serving:\n{err}");
+            }
+        }
+    }
+
+    fn stamp(&self) -> Option<(SystemTime, u64)> {
+        let meta = std::fs::metadata(&self.path).ok()?;
+        Some((meta.modified().ok()?, meta.len()))
+    }
+}
+
+#[async_trait]
+impl BackgroundService for Reloader {
+    async fn start(&self, mut shutdown: ShutdownWatch) {
+        let mut hangups = match signal(SignalKind::hangup()) {
+            Ok(stream) => stream,
+            Err(err) => {
+                tracing::error!("cannot listen for SIGHUP, reload disabled: {err}");
+                return;
+            }
+        };
+        let mut ticker = tokio::time::interval(WATCH_INTERVAL);
+        let mut last = self.stamp();
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                _ = hangups.recv() => {
+                    // Compiling blocks (files, large tables), but this service runs on a runtime of
+                    // its own, apart from the workers that serve requests.
+                    self.reload("SIGHUP");
+                    last = self.stamp();
+                }
+                _ = ticker.tick(), if self.watch => {
+                    let now = self.stamp();
+                    if now != last {
+                        last = now;
+                        self.reload("file changed");
+                    }
+                }
+            }
+        }
+    }
+}

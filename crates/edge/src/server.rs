@@ -1,0 +1,150 @@
+//! Assembling the Pingora server: the edge's listeners, the admin listener, the reloader.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use arc_swap::ArcSwap;
+use pingora::server::Server;
+use pingora::server::configuration::ServerConf;
+use pingora::services::background::background_service;
+use pingora::services::listening::Service;
+
+use crate::admin::Admin;
+use crate::metrics::Metrics;
+use crate::pipeline::Edge;
+use crate::reload::{Loaded, Reloader};
+use crate::{LogFormat, RunArgs};
+
+/// `signpost run`: load the policy, bind every listener, serve until SIGTERM (graceful: in-flight
+/// requests finish during the grace period) or SIGINT (immediate).
+pub fn run(args: RunArgs) -> anyhow::Result<()> {
+    init_logging(args.log_format);
+    let loaded = Loaded::load(&args.config, None).map_err(|err| anyhow::anyhow!("{err}"))?;
+    let policy = &loaded.policy;
+    let origin_override = args.origin.as_deref().map(parse_origin).transpose()?;
+    let listeners: Vec<(String, Option<(PathBuf, PathBuf)>)> = if args.listen.is_empty() {
+        policy
+            .listeners()
+            .iter()
+            .map(|l| {
+                (
+                    l.addr.clone(),
+                    l.tls.as_ref().map(|t| (t.cert.clone(), t.key.clone())),
+                )
+            })
+            .collect()
+    } else {
+        args.listen
+            .iter()
+            .map(|addr| (addr.clone(), None))
+            .collect()
+    };
+    anyhow::ensure!(
+        !listeners.is_empty(),
+        "{}: the policy has no listener and --listen was not given",
+        args.config.display()
+    );
+    let admin_addr = policy.admin().map(str::to_string);
+
+    let metrics = Arc::new(Metrics::new());
+    metrics.observe_policy_loaded();
+    let policy = Arc::new(ArcSwap::from_pointee(loaded));
+
+    let conf = ServerConf {
+        threads: args
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+        grace_period_seconds: Some(args.grace_period),
+        graceful_shutdown_timeout_seconds: Some(5),
+        ..ServerConf::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(None, conf);
+
+    let edge = Edge::new(policy.clone(), origin_override, metrics.clone());
+    let mut proxy =
+        pingora::proxy::http_proxy_service_with_name(&server.configuration, edge, "signpost edge");
+    for (addr, tls) in &listeners {
+        match tls {
+            None => proxy.add_tcp(addr),
+            Some((cert, key)) => {
+                let cert = cert.to_str().context("certificate path is not UTF-8")?;
+                let key = key.to_str().context("key path is not UTF-8")?;
+                let settings = crate::tls::listener_settings(cert, key)
+                    .map_err(|e| anyhow::anyhow!("TLS listener {addr}: {e}"))?;
+                proxy.add_tls_with_settings(addr, None, settings);
+            }
+        }
+    }
+    server.add_service(proxy);
+
+    if let Some(admin_addr) = &admin_addr {
+        let listen_addrs = listeners.iter().map(|(addr, _)| addr.clone()).collect();
+        let admin = Admin::new(policy.clone(), metrics.clone(), listen_addrs);
+        let mut service = Service::new("signpost admin".to_string(), admin);
+        service.add_tcp(admin_addr);
+        server.add_service(service);
+    }
+
+    let reloader = Reloader::new(args.config.clone(), policy, metrics, args.watch);
+    server.add_service(background_service("signpost reloader", reloader));
+
+    tracing::info!(
+        config = %args.config.display(),
+        listeners = ?listeners.iter().map(|(a, _)| a.as_str()).collect::<Vec<_>>(),
+        admin = admin_addr.as_deref().unwrap_or("-"),
+        "signpost starting"
+    );
+    server.bootstrap();
+    server.run_forever()
+}
+
+/// `--origin host:port`, with `[v6]:port` accepted.
+fn parse_origin(value: &str) -> anyhow::Result<(String, u16)> {
+    let (host, port) = value
+        .rsplit_once(':')
+        .with_context(|| format!("--origin {value}: expected host:port"))?;
+    let port = port
+        .parse()
+        .with_context(|| format!("--origin {value}: bad port"))?;
+    let host = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    anyhow::ensure!(!host.is_empty(), "--origin {value}: empty host");
+    Ok((host.to_string(), port))
+}
+
+fn init_logging(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // Pingora logs through the `log` crate; tracing-subscriber's default features forward it.
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_origin;
+
+    #[test]
+    fn origin_override_forms() {
+        assert_eq!(
+            parse_origin("127.0.0.1:8000").unwrap(),
+            ("127.0.0.1".to_string(), 8000)
+        );
+        assert_eq!(parse_origin("[::1]:80").unwrap(), ("::1".to_string(), 80));
+        assert_eq!(
+            parse_origin("origin.internal:443").unwrap(),
+            ("origin.internal".to_string(), 443)
+        );
+        assert!(parse_origin("nohost").is_err());
+        assert!(parse_origin(":80").is_err());
+        assert!(parse_origin("a:99999").is_err());
+    }
+}

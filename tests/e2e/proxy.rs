@@ -1,0 +1,156 @@
+use std::net::TcpStream;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn edge() -> (EchoOrigin, Edge) {
+    let origin = EchoOrigin::start();
+    let o = origin.addr.to_string();
+    let edge = Edge::start("proxy", |l, a| policy(l, a, &o, "", ""), &[]);
+    (origin, edge)
+}
+
+#[test]
+fn requests_reach_the_origin_with_forwarding_headers() {
+    let (_origin, edge) = edge();
+    let response = client(&edge)
+        .post(edge.url("/submit?x=1"))
+        .header("x-custom", "kept")
+        .body("hello origin")
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(
+        response.headers()["x-origin"],
+        "echo",
+        "the origin's own headers come back"
+    );
+    let ray = response.headers()["cf-ray"].to_str().unwrap().to_string();
+    let echo: Value = response.json().unwrap();
+    assert_eq!(echo["method"], "POST");
+    assert_eq!(echo["path"], "/submit?x=1");
+    assert_eq!(echo["body"], "hello origin");
+    let headers = &echo["headers"];
+    assert_eq!(headers["x-custom"], "kept");
+    assert_eq!(headers["x-forwarded-for"], "127.0.0.1");
+    assert_eq!(headers["x-forwarded-proto"], "http");
+    assert_eq!(
+        headers["cf-ray"],
+        ray.as_str(),
+        "the origin sees the same ray id as the client"
+    );
+    assert!(headers["host"].as_str().unwrap().starts_with("example.com"));
+}
+
+#[test]
+fn an_existing_forwarded_for_chain_is_extended() {
+    let (_origin, edge) = edge();
+    let echo: Value = client(&edge)
+        .get(edge.url("/"))
+        .header("x-forwarded-for", "203.0.113.9")
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(echo["headers"]["x-forwarded-for"], "203.0.113.9, 127.0.0.1");
+}
+
+#[test]
+fn origin_errors_pass_through_unchanged() {
+    let (_origin, edge) = edge();
+    let http = client(&edge);
+    for status in [404u16, 503, 500] {
+        let response = http
+            .get(edge.url(&format!("/page?status={status}")))
+            .header("accept", "application/json")
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), status);
+        assert_eq!(response.headers()["x-origin"], "echo");
+        let body: Value = response.json().unwrap();
+        assert!(
+            body.get("cloudflare_error").is_none(),
+            "the origin's {status} is not replaced by a problem"
+        );
+    }
+}
+
+#[test]
+fn large_bodies_stream_both_ways() {
+    let (_origin, edge) = edge();
+    let big = "x".repeat(3 * 1024 * 1024);
+    let echo: Value = client(&edge)
+        .put(edge.url("/upload"))
+        .body(big.clone())
+        .send()
+        .unwrap()
+        .json()
+        .unwrap();
+    assert_eq!(echo["body"].as_str().unwrap().len(), big.len());
+}
+
+#[test]
+fn unknown_host_gets_1001() {
+    let (_origin, edge) = edge();
+    let response = client(&edge)
+        .get(format!("http://unknown.test:{}/", edge.addr.port()))
+        .header("accept", "application/json")
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 409);
+    let problem: Value = response.json().unwrap();
+    assert_eq!(problem["error_code"], 1001);
+    assert_eq!(problem["zone"], "unknown.test");
+}
+
+#[test]
+fn the_client_connection_survives_an_edge_error() {
+    let (_origin, edge) = edge();
+    let mut stream = TcpStream::connect(edge.addr).unwrap();
+    let first = raw_exchange(
+        &mut stream,
+        b"GET /cdn-cgi/error/1015 HTTP/1.1\r\nHost: example.com\r\nAccept: application/json\r\n\r\n",
+    );
+    assert_eq!(first.status, 429);
+    let problem: Value = serde_json::from_slice(&first.body).unwrap();
+    assert_eq!(problem["error_code"], 1015);
+    let second = raw_exchange(
+        &mut stream,
+        b"GET /again HTTP/1.1\r\nHost: example.com\r\n\r\n",
+    );
+    assert_eq!(
+        second.status, 200,
+        "the same connection carries the next request"
+    );
+    assert_eq!(second.header("x-origin"), Some("echo"));
+    let third = raw_exchange(
+        &mut stream,
+        b"GET / HTTP/1.1\r\nHost: nowhere.test\r\nAccept: text/markdown\r\n\r\n",
+    );
+    assert_eq!(third.status, 409);
+    let fourth = raw_exchange(
+        &mut stream,
+        b"HEAD /cdn-cgi/error/1020 HTTP/1.1\r\nHost: example.com\r\n\r\n",
+    );
+    assert_eq!(fourth.status, 403);
+    assert!(fourth.body.is_empty());
+    assert_ne!(
+        fourth.header("content-length"),
+        Some("0"),
+        "HEAD announces the length of the page it omits"
+    );
+    let fifth = raw_exchange(
+        &mut stream,
+        b"GET /last HTTP/1.1\r\nHost: example.com\r\n\r\n",
+    );
+    assert_eq!(fifth.status, 200, "still usable after HEAD");
+}
+
+#[test]
+fn ip_literal_host_without_a_zone_gets_1003() {
+    let (_origin, edge) = edge();
+    let response = reqwest::blocking::get(format!("http://{}/", edge.addr)).unwrap();
+    assert_eq!(response.status().as_u16(), 403);
+    assert!(response.text().unwrap().contains("1003"));
+}

@@ -1,0 +1,406 @@
+//! Shared helpers: start the real `signpost` binary, real origins on loopback, real clients.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// A port nobody listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A scratch directory removed when dropped.
+pub struct Scratch(pub PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        static N: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "signpost-e2e-{}-{}-{}",
+            std::process::id(),
+            name,
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A running `signpost run`, killed when dropped. Its output goes to a log file that failing
+/// tests print.
+pub struct Edge {
+    child: Child,
+    pub addr: SocketAddr,
+    pub admin: SocketAddr,
+    pub config: PathBuf,
+    log: PathBuf,
+    pub command: String,
+    _scratch: Scratch,
+}
+
+/// The policy text for a single catch-all zone pointing at `origin`; `extra` is appended inside
+/// the zone table (timeouts) and `top` before it.
+pub fn policy(
+    listen: SocketAddr,
+    admin: SocketAddr,
+    origin: &str,
+    top: &str,
+    zone_extra: &str,
+) -> String {
+    format!(
+        r#"listen = ["{listen}"]
+admin = "{admin}"
+{top}
+
+[[zone]]
+name = "test"
+hosts = ["example.com", "*.example.com", "localhost"]
+origin = "{origin}"
+{zone_extra}
+"#
+    )
+}
+
+impl Edge {
+    /// Starts the binary with the policy built by `make_policy(listen, admin)`, waits until its
+    /// listener accepts connections.
+    pub fn start(
+        name: &str,
+        make_policy: impl FnOnce(SocketAddr, SocketAddr) -> String,
+        args: &[&str],
+    ) -> Edge {
+        let scratch = Scratch::new(name);
+        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let config = scratch.write("policy.toml", &make_policy(addr, admin));
+        Edge::start_with_file(scratch, config, addr, admin, args)
+    }
+
+    pub fn start_with_file(
+        scratch: Scratch,
+        config: PathBuf,
+        addr: SocketAddr,
+        admin: SocketAddr,
+        args: &[&str],
+    ) -> Edge {
+        let log = scratch.0.join("signpost.log");
+        let log_file = std::fs::File::create(&log).unwrap();
+        let bin = env!("CARGO_BIN_EXE_signpost");
+        let mut cmd = Command::new(bin);
+        cmd.arg("run")
+            .arg("--config")
+            .arg(&config)
+            .args(args)
+            .arg("--grace-period")
+            .arg("1");
+        cmd.stdout(Stdio::from(log_file.try_clone().unwrap()))
+            .stderr(Stdio::from(log_file));
+        let command = format!("{bin} run --config {} {}", config.display(), args.join(" "));
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("starting {command}: {e}"));
+        let mut edge = Edge {
+            child,
+            addr,
+            admin,
+            config,
+            log,
+            command,
+            _scratch: scratch,
+        };
+        edge.wait_listening();
+        edge
+    }
+
+    fn wait_listening(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!(
+                    "{} exited early with {status}\n--- log ---\n{}",
+                    self.command,
+                    self.log()
+                );
+            }
+            if TcpStream::connect_timeout(&self.addr, Duration::from_millis(100)).is_ok() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        panic!(
+            "{} did not listen on {} in time\n--- log ---\n{}",
+            self.command,
+            self.addr,
+            self.log()
+        );
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://example.com:{}{path}", self.addr.port())
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill")
+            .arg(format!("-{sig}"))
+            .arg(self.pid().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill -{sig} failed");
+    }
+
+    /// Waits for the process to exit on its own.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+}
+
+impl Drop for Edge {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if thread::panicking() {
+            eprintln!("--- {} ---\n{}", self.command, self.log());
+        }
+    }
+}
+
+/// A blocking HTTP client that sends every request for `example.com` (and its subdomains used
+/// by tests) to the edge under test.
+pub fn client(edge: &Edge) -> reqwest::blocking::Client {
+    reqwest::blocking::Client::builder()
+        .resolve("example.com", edge.addr)
+        .resolve("www.example.com", edge.addr)
+        .resolve("unknown.test", edge.addr)
+        .timeout(Duration::from_secs(30))
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// An origin on loopback that answers every request with a JSON echo of what it received:
+/// `{"method", "path", "headers": {name: value}, "body"}`, status from `?status=NNN`.
+pub struct EchoOrigin {
+    pub addr: SocketAddr,
+    server: Arc<tiny_http::Server>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl EchoOrigin {
+    pub fn start() -> EchoOrigin {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+        let addr = server.server_addr().to_ip().unwrap();
+        let worker = server.clone();
+        let thread = thread::spawn(move || {
+            for mut request in worker.incoming_requests() {
+                let mut body = String::new();
+                let _ = request.as_reader().read_to_string(&mut body);
+                let headers: serde_json::Map<String, serde_json::Value> = request
+                    .headers()
+                    .iter()
+                    .map(|h| {
+                        (
+                            h.field.as_str().as_str().to_ascii_lowercase(),
+                            h.value.as_str().into(),
+                        )
+                    })
+                    .collect();
+                let url = request.url().to_string();
+                let status = url
+                    .split("status=")
+                    .nth(1)
+                    .and_then(|s| s.get(..3))
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(200u16);
+                let echo = serde_json::json!({
+                    "method": request.method().as_str(),
+                    "path": url,
+                    "headers": headers,
+                    "body": body,
+                });
+                let response = tiny_http::Response::from_string(echo.to_string())
+                    .with_status_code(status)
+                    .with_header(
+                        "content-type: application/json"
+                            .parse::<tiny_http::Header>()
+                            .unwrap(),
+                    )
+                    .with_header("x-origin: echo".parse::<tiny_http::Header>().unwrap());
+                let _ = request.respond(response);
+            }
+        });
+        EchoOrigin {
+            addr,
+            server,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for EchoOrigin {
+    fn drop(&mut self) {
+        self.server.unblock();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// An origin that accepts connections and then misbehaves in a chosen way, for the 52x tests.
+pub struct BadOrigin {
+    pub addr: SocketAddr,
+}
+
+#[derive(Clone, Copy)]
+pub enum Misbehaviour {
+    /// Reads the request and never answers (524).
+    NeverAnswers,
+    /// Closes the connection as soon as it is accepted (520).
+    ClosesAtOnce,
+    /// Answers with bytes that are not HTTP (520).
+    Garbage,
+}
+
+impl BadOrigin {
+    pub fn start(how: Misbehaviour) -> BadOrigin {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { continue };
+                match how {
+                    Misbehaviour::NeverAnswers => held.push(stream),
+                    Misbehaviour::ClosesAtOnce => drop(stream),
+                    Misbehaviour::Garbage => {
+                        let mut buf = [0u8; 4096];
+                        let _ = stream.read(&mut buf);
+                        let _ = stream.write_all(b"\x00\x01 this is not http\r\n\r\n");
+                    }
+                }
+            }
+        });
+        BadOrigin { addr }
+    }
+}
+
+/// One HTTP/1.1 response read off a raw connection, parsed with httparse.
+pub struct RawResponse {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+}
+
+impl RawResponse {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Sends `request` bytes on `stream` and reads exactly one response (Content-Length framed; a
+/// response to HEAD has no body whatever its Content-Length says).
+pub fn raw_exchange(stream: &mut TcpStream, request: &[u8]) -> RawResponse {
+    let head = request.starts_with(b"HEAD ");
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    stream.write_all(request).unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    loop {
+        let n = stream.read(&mut chunk).expect("reading the response");
+        assert!(
+            n > 0,
+            "connection closed before a full response; got {:?}",
+            String::from_utf8_lossy(&buf)
+        );
+        buf.extend_from_slice(&chunk[..n]);
+        let mut headers = [httparse::EMPTY_HEADER; 64];
+        let mut parsed = httparse::Response::new(&mut headers);
+        if let httparse::Status::Complete(head_len) =
+            parsed.parse(&buf).expect("a valid HTTP response")
+        {
+            let status = parsed.code.unwrap();
+            let headers: Vec<(String, String)> = parsed
+                .headers
+                .iter()
+                .map(|h| {
+                    (
+                        h.name.to_string(),
+                        String::from_utf8_lossy(h.value).into_owned(),
+                    )
+                })
+                .collect();
+            let length: usize = headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                .map(|(_, v)| v.parse().unwrap())
+                .expect("a Content-Length");
+            let length = if head { 0 } else { length };
+            while buf.len() < head_len + length {
+                let n = stream.read(&mut chunk).expect("reading the body");
+                assert!(n > 0, "connection closed mid-body");
+                buf.extend_from_slice(&chunk[..n]);
+            }
+            return RawResponse {
+                status,
+                headers,
+                body: buf[head_len..head_len + length].to_vec(),
+            };
+        }
+    }
+}
+
+/// Splits a Markdown problem into its YAML frontmatter (parsed) and the prose after it.
+pub fn frontmatter(markdown: &str) -> (serde_norway::Value, String) {
+    let rest = markdown
+        .strip_prefix("---\n")
+        .unwrap_or_else(|| panic!("no frontmatter in {markdown:?}"));
+    let (yaml, prose) = rest
+        .split_once("\n---\n")
+        .unwrap_or_else(|| panic!("unterminated frontmatter in {markdown:?}"));
+    let value: serde_norway::Value = serde_norway::from_str(yaml)
+        .unwrap_or_else(|e| panic!("frontmatter is not YAML ({e}): {yaml}"));
+    (value, prose.to_string())
+}
+
+pub fn repo_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
