@@ -72,7 +72,8 @@ pub struct CatalogEntry {
     pub code: u16,
     /// The HTTP status of the response.
     pub status: u16,
-    /// The short title, e.g. `You are being rate limited`; see [`CatalogEntry::wire_title`].
+    /// The short title, e.g. `You are being rate limited` (printable ASCII, so it can double as
+    /// the HTTP reason phrase); see [`CatalogEntry::wire_title`].
     pub title: String,
     /// Stable snake_case cause for programs to match on.
     pub error_name: String,
@@ -108,8 +109,6 @@ impl CatalogEntry {
     /// entry's default when `None`), so that the text agrees with the `Retry-After` header.
     pub fn guidance(&self, retry_after: Option<u32>) -> String {
         let wait = retry_after.or(self.retry_after).unwrap_or(0);
-        // Longest placeholders first, since `{retry_after}` is a prefix of the others only
-        // up to the closing brace, so plain replace order does not matter; kept explicit anyway.
         self.what_you_should_do
             .replace("{retry_after_x2}", &wait.saturating_mul(2).to_string())
             .replace("{retry_after_x4}", &wait.saturating_mul(4).to_string())
@@ -207,6 +206,11 @@ fn build(text: &str) -> Result<Vec<CatalogEntry>, Vec<String>> {
             if !INFERABLE.contains(&field.as_str()) {
                 bad(format!("unknown inferred field {field:?}"));
             }
+        }
+        // The edge may also send the title as the HTTP reason phrase, which allows only
+        // visible ASCII and spaces.
+        if !raw.title.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+            bad("title must be printable ASCII (it doubles as a reason phrase)".into());
         }
         for (field, value) in [("title", &raw.title), ("detail", &raw.detail)] {
             if value.is_empty() || value.contains(['\n', '\r']) {
