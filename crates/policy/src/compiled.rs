@@ -6,8 +6,10 @@ use std::time::Instant;
 
 use crate::decision::{Decision, RequestFacts, Verdict, codes};
 use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
+use crate::expr::Cx;
 use crate::host::{HostName, HostTable, parse_host};
 use crate::policy::{self, BrandingConfig, Listener, Zone};
+use crate::rules::Rules;
 
 /// A loaded policy: listeners, zones, branding and the compiled rules.
 ///
@@ -20,6 +22,7 @@ pub struct CompiledPolicy {
     branding: BrandingConfig,
     zones: Vec<Zone>,
     hosts: HostTable,
+    rules: Rules,
 }
 
 impl CompiledPolicy {
@@ -36,7 +39,6 @@ impl CompiledPolicy {
         base_dir: &Path,
         previous: Option<&CompiledPolicy>,
     ) -> Result<CompiledPolicy, PolicyError> {
-        let _ = previous;
         let mut d = Diagnostics::new(text, source);
         let Some(file) = policy::parse(&mut d) else {
             return Err(d.into_error());
@@ -56,6 +58,12 @@ impl CompiledPolicy {
             }
         }
         if d.has_errors() {
+            // Don't open databases for a policy that is already refused.
+            return Err(d.into_error());
+        }
+        let previous_rate = previous.map_or(&[][..], |p| &p.rules.rate[..]);
+        let rules = Rules::compile(policy.rules, &policy.zones, previous_rate, &mut d);
+        if d.has_errors() {
             return Err(d.into_error());
         }
         Ok(CompiledPolicy {
@@ -64,6 +72,7 @@ impl CompiledPolicy {
             branding: policy.branding,
             zones: policy.zones,
             hosts,
+            rules,
         })
     }
 
@@ -115,23 +124,41 @@ impl CompiledPolicy {
     ///
     /// The phases run in a fixed order; see `docs/policy.md`.
     pub fn decide(&self, facts: &RequestFacts<'_>, now: Instant) -> Decision {
-        let _ = now;
-        let client_ip = canonical(facts.peer);
+        let client_ip = self.rules.client_ip.resolve(facts.peer, facts.headers);
         let zone = self.hosts.lookup(facts.host);
-        let verdict = match zone {
-            Some(_) => Verdict::Proxy,
-            None => match parse_host(facts.host) {
-                HostName::Ip(_) => Verdict::refuse(codes::DIRECT_IP_ACCESS),
-                HostName::Name(_) => Verdict::refuse(codes::DNS_RESOLUTION_ERROR),
-            },
-        };
-        Decision {
+        let mut decision = Decision {
             client_ip,
             zone,
-            verdict,
+            verdict: Verdict::Proxy,
             rule_id: None,
             logged: Vec::new(),
-        }
+        };
+        // Phase: host routing.
+        let Some(zone) = zone else {
+            decision.verdict = match parse_host(facts.host) {
+                HostName::Ip(_) => Verdict::refuse(codes::DIRECT_IP_ACCESS),
+                HostName::Name(_) => Verdict::refuse(codes::DNS_RESOLUTION_ERROR),
+            };
+            return decision;
+        };
+        let cx = Cx::new(
+            facts,
+            client_ip,
+            self.rules.country_db.as_ref(),
+            self.rules.asn_db.as_ref(),
+        );
+        self.rules.evaluate(&cx, zone, now, &mut decision);
+        decision
+    }
+
+    /// The `description` a rule was given, by rule id.
+    pub fn rule_description(&self, id: &str) -> Option<&str> {
+        self.rules.descriptions.get(id).map(String::as_str)
+    }
+
+    /// Rate-limit keys currently tracked, across all rules (for metrics).
+    pub fn rate_limit_keys(&self) -> usize {
+        self.rules.rate_limit_keys()
     }
 }
 

@@ -3,9 +3,6 @@
 //! These types only mirror the text. Meaning (addresses, durations, expressions) is checked in
 //! `validate`, which reports every problem against the spans kept here.
 
-// Stage 2 sections are parsed but not all of them are used yet.
-#![allow(dead_code)]
-
 use serde::Deserialize;
 use serde_spanned::Spanned;
 

@@ -54,18 +54,26 @@
 
 #![deny(missing_docs)]
 
+mod client;
 mod compiled;
 mod decision;
 mod error;
+mod expr;
 mod file;
+mod geo;
 mod host;
+mod ipset;
+mod iso;
 mod policy;
+mod ratelimit;
 mod rules;
 
 pub use compiled::CompiledPolicy;
 pub use decision::{Decision, RequestFacts, Verdict, codes};
 pub use error::{Location, PolicyError, Problem, ProblemKind};
+pub use expr::{MAX_EXPRESSION_LEN, MAX_NESTING, MAX_REGEX_SIZE};
 pub use policy::{
     BrandingConfig, DEFAULT_ADMIN, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LISTEN, DEFAULT_READ_TIMEOUT,
     DEFAULT_WRITE_TIMEOUT, Listener, Origin, TlsFiles, Zone,
 };
+pub use ratelimit::DEFAULT_MAX_KEYS;

@@ -88,7 +88,6 @@ pub(crate) struct Policy {
     pub admin: Option<String>,
     pub branding: BrandingConfig,
     pub zones: Vec<Zone>,
-    #[allow(dead_code)] // compiled in stage 2
     pub rules: crate::rules::RulesSpec,
 }
 

@@ -1,0 +1,427 @@
+//! Type checking and compilation: `Expr` → `Filter`, every field, function and operand checked.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::net::IpAddr;
+
+use http::header::HeaderName;
+use regex::{Regex, RegexBuilder};
+
+use super::parse::{CmpOp, Expr, Value, ValueKind};
+use super::{ExprError, MAX_REGEX_SIZE};
+use crate::compiled::canonical;
+use crate::ipset::{IpTable, parse_net};
+
+/// The type of a value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ty {
+    Str,
+    Int,
+    Bool,
+    Ip,
+}
+
+impl fmt::Display for Ty {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Ty::Str => "String",
+            Ty::Int => "Integer",
+            Ty::Bool => "Boolean",
+            Ty::Ip => "IP address",
+        })
+    }
+}
+
+/// A request field an expression can read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Field {
+    Host,
+    Method,
+    Uri,
+    Path,
+    Query,
+    FullUri,
+    UserAgent,
+    Referer,
+    Cookie,
+    Header(HeaderName),
+    IpSrc,
+    Country,
+    Asn,
+    Ssl,
+}
+
+/// Every field name, for messages and suggestions.
+pub(crate) const FIELDS: &[&str] = &[
+    "http.host",
+    "http.request.method",
+    "http.request.uri",
+    "http.request.uri.path",
+    "http.request.uri.query",
+    "http.request.full_uri",
+    "http.user_agent",
+    "http.referer",
+    "http.cookie",
+    "http.request.headers",
+    "ip.src",
+    "ip.src.country",
+    "ip.src.asnum",
+    "ssl",
+];
+
+const FUNCTIONS: &[&str] = &["lower", "upper", "len", "starts_with", "ends_with"];
+
+impl Field {
+    fn by_name(name: &str) -> Option<Field> {
+        Some(match name {
+            "http.host" => Field::Host,
+            "http.request.method" => Field::Method,
+            "http.request.uri" => Field::Uri,
+            "http.request.uri.path" => Field::Path,
+            "http.request.uri.query" => Field::Query,
+            "http.request.full_uri" => Field::FullUri,
+            "http.user_agent" => Field::UserAgent,
+            "http.referer" => Field::Referer,
+            "http.cookie" => Field::Cookie,
+            "ip.src" => Field::IpSrc,
+            // Cloudflare spells these both ways.
+            "ip.src.country" | "ip.geoip.country" => Field::Country,
+            "ip.src.asnum" | "ip.geoip.asnum" => Field::Asn,
+            "ssl" => Field::Ssl,
+            _ => return None,
+        })
+    }
+
+    fn ty(&self) -> Ty {
+        match self {
+            Field::IpSrc => Ty::Ip,
+            Field::Asn => Ty::Int,
+            Field::Ssl => Ty::Bool,
+            _ => Ty::Str,
+        }
+    }
+}
+
+/// A compiled value.
+#[derive(Debug, Clone)]
+pub(crate) enum Val {
+    Field(Field),
+    Str(Box<str>),
+    Int(i64),
+    Ip(IpAddr),
+    Lower(Box<Val>),
+    Upper(Box<Val>),
+    Len(Box<Val>),
+    StartsWith(Box<Val>, Box<Val>),
+    EndsWith(Box<Val>, Box<Val>),
+}
+
+/// An ordering comparison.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ord6 {
+    Eq,
+    Ne,
+    Lt,
+    Le,
+    Gt,
+    Ge,
+}
+
+/// A compiled condition.
+#[derive(Debug, Clone)]
+pub(crate) enum Node {
+    And(Box<Node>, Box<Node>),
+    Or(Box<Node>, Box<Node>),
+    Xor(Box<Node>, Box<Node>),
+    Not(Box<Node>),
+    Truthy(Val),
+    Cmp(Ord6, Val, Val),
+    Contains(Val, Val),
+    Matches(Val, Box<Regex>),
+    InStr(Val, HashSet<Box<str>>),
+    InInt(Val, HashSet<i64>),
+    InIp(Val, Box<IpTable<()>>),
+}
+
+/// A compiled, type-checked condition, ready to evaluate.
+#[derive(Debug, Clone)]
+pub(crate) struct Filter {
+    pub(crate) root: Node,
+    /// Whether evaluation may need the client's country (a country database must be loaded).
+    pub(crate) needs_country: bool,
+    /// Whether evaluation may need the client's ASN.
+    pub(crate) needs_asn: bool,
+}
+
+/// Type-checks and compiles a parsed expression; the result must be a condition.
+pub(crate) fn compile(e: &Expr) -> Result<Filter, ExprError> {
+    let mut c = Compiler {
+        needs_country: false,
+        needs_asn: false,
+    };
+    let root = c.node(e)?;
+    Ok(Filter {
+        root,
+        needs_country: c.needs_country,
+        needs_asn: c.needs_asn,
+    })
+}
+
+struct Compiler {
+    needs_country: bool,
+    needs_asn: bool,
+}
+
+impl Compiler {
+    fn node(&mut self, e: &Expr) -> Result<Node, ExprError> {
+        Ok(match e {
+            Expr::And(a, b) => Node::And(Box::new(self.node(a)?), Box::new(self.node(b)?)),
+            Expr::Or(a, b) => Node::Or(Box::new(self.node(a)?), Box::new(self.node(b)?)),
+            Expr::Xor(a, b) => Node::Xor(Box::new(self.node(a)?), Box::new(self.node(b)?)),
+            Expr::Not(a, _) => Node::Not(Box::new(self.node(a)?)),
+            Expr::Bare(v) => {
+                let (val, ty) = self.value(v)?;
+                if ty != Ty::Bool {
+                    return Err(ExprError::new(
+                        v.span.clone(),
+                        format!(
+                            "a condition must be Boolean, but this is {ty}; compare it with an operator such as `eq`"
+                        ),
+                    ));
+                }
+                Node::Truthy(val)
+            }
+            Expr::Compare {
+                lhs,
+                op,
+                op_span,
+                rhs,
+            } => self.compare(lhs, *op, op_span, rhs)?,
+        })
+    }
+
+    fn compare(
+        &mut self,
+        lhs: &Value,
+        op: CmpOp,
+        op_span: &std::ops::Range<usize>,
+        rhs: &Value,
+    ) -> Result<Node, ExprError> {
+        let (l, lt) = self.value(lhs)?;
+        match op {
+            CmpOp::In => self.in_set(l, lt, lhs, rhs),
+            CmpOp::Matches => {
+                if lt != Ty::Str {
+                    return Err(mismatch(lhs, "`matches` needs a String on its left", lt));
+                }
+                let ValueKind::Str(pattern) = &rhs.kind else {
+                    return Err(ExprError::new(
+                        rhs.span.clone(),
+                        "`matches` needs a quoted regular expression on its right",
+                    ));
+                };
+                let re = RegexBuilder::new(pattern)
+                    .size_limit(MAX_REGEX_SIZE)
+                    .dfa_size_limit(MAX_REGEX_SIZE)
+                    .nest_limit(64)
+                    .build()
+                    .map_err(|e| {
+                        let why = e.to_string();
+                        let last = why.lines().last().unwrap_or("").trim().to_owned();
+                        ExprError::new(
+                            rhs.span.clone(),
+                            format!("invalid regular expression: {last}"),
+                        )
+                    })?;
+                Ok(Node::Matches(l, Box::new(re)))
+            }
+            CmpOp::Contains => {
+                let (r, rt) = self.value(rhs)?;
+                if lt != Ty::Str {
+                    return Err(mismatch(lhs, "`contains` needs a String on its left", lt));
+                }
+                if rt != Ty::Str {
+                    return Err(mismatch(rhs, "`contains` needs a String on its right", rt));
+                }
+                Ok(Node::Contains(l, r))
+            }
+            CmpOp::Eq | CmpOp::Ne | CmpOp::Lt | CmpOp::Le | CmpOp::Gt | CmpOp::Ge => {
+                if let (Ty::Ip, ValueKind::Ip(text)) = (lt, &rhs.kind)
+                    && text.contains('/')
+                {
+                    return Err(ExprError::new(
+                        rhs.span.clone(),
+                        "compare an address with a network using `in {...}`",
+                    ));
+                }
+                let (r, rt) = self.value(rhs)?;
+                if lt != rt {
+                    return Err(ExprError::new(
+                        lhs.span.start..rhs.span.end,
+                        format!("cannot compare {lt} with {rt}"),
+                    ));
+                }
+                let ord = match op {
+                    CmpOp::Eq => Ord6::Eq,
+                    CmpOp::Ne => Ord6::Ne,
+                    CmpOp::Lt => Ord6::Lt,
+                    CmpOp::Le => Ord6::Le,
+                    CmpOp::Gt => Ord6::Gt,
+                    _ => Ord6::Ge,
+                };
+                if !matches!(ord, Ord6::Eq | Ord6::Ne) && !matches!(lt, Ty::Int | Ty::Str) {
+                    return Err(ExprError::new(
+                        op_span.clone(),
+                        format!("{lt} values can only be compared with `eq` and `ne`"),
+                    ));
+                }
+                Ok(Node::Cmp(ord, l, r))
+            }
+        }
+    }
+
+    fn in_set(&mut self, l: Val, lt: Ty, lhs: &Value, rhs: &Value) -> Result<Node, ExprError> {
+        let ValueKind::Set(items) = &rhs.kind else {
+            return Err(ExprError::new(rhs.span.clone(), "`in` needs a set: {...}"));
+        };
+        let wrong = |item: &Value, want: Ty| {
+            ExprError::new(
+                item.span.clone(),
+                format!("this set holds {want} values, to match the left side"),
+            )
+        };
+        match lt {
+            Ty::Str => {
+                let mut set = HashSet::new();
+                for item in items {
+                    let ValueKind::Str(s) = &item.kind else {
+                        return Err(wrong(item, Ty::Str));
+                    };
+                    set.insert(s.clone().into_boxed_str());
+                }
+                Ok(Node::InStr(l, set))
+            }
+            Ty::Int => {
+                let mut set = HashSet::new();
+                for item in items {
+                    let ValueKind::Int(n) = &item.kind else {
+                        return Err(wrong(item, Ty::Int));
+                    };
+                    set.insert(*n);
+                }
+                Ok(Node::InInt(l, set))
+            }
+            Ty::Ip => {
+                let mut table = IpTable::default();
+                for item in items {
+                    let ValueKind::Ip(text) = &item.kind else {
+                        return Err(wrong(item, Ty::Ip));
+                    };
+                    let net =
+                        parse_net(text).map_err(|why| ExprError::new(item.span.clone(), why))?;
+                    table.insert(net, ());
+                }
+                Ok(Node::InIp(l, Box::new(table)))
+            }
+            Ty::Bool => Err(mismatch(lhs, "`in` does not apply to", lt)),
+        }
+    }
+
+    fn value(&mut self, v: &Value) -> Result<(Val, Ty), ExprError> {
+        Ok(match &v.kind {
+            ValueKind::Str(s) => (Val::Str(s.clone().into_boxed_str()), Ty::Str),
+            ValueKind::Int(n) => (Val::Int(*n), Ty::Int),
+            ValueKind::Ip(text) => {
+                let ip = text.parse::<IpAddr>().map_err(|_| {
+                    ExprError::new(v.span.clone(), format!("`{text}` is not an IP address"))
+                })?;
+                (Val::Ip(canonical(ip)), Ty::Ip)
+            }
+            ValueKind::Set(_) => {
+                return Err(ExprError::new(v.span.clone(), "a set can only follow `in`"));
+            }
+            ValueKind::Header(name) => {
+                let name =
+                    HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes()).map_err(|_| {
+                        ExprError::new(v.span.clone(), format!("`{name}` is not a header name"))
+                    })?;
+                (Val::Field(Field::Header(name)), Ty::Str)
+            }
+            ValueKind::Field(name) => {
+                let Some(field) = Field::by_name(name) else {
+                    let hint = crate::error::did_you_mean(name, FIELDS.iter().copied())
+                        .map(|s| format!("; did you mean `{s}`?"))
+                        .unwrap_or_default();
+                    let what = if FUNCTIONS.contains(&name.as_str()) {
+                        format!("`{name}` is a function; call it as `{name}(...)`")
+                    } else {
+                        format!("unknown field `{name}`{hint}")
+                    };
+                    return Err(ExprError::new(v.span.clone(), what));
+                };
+                match field {
+                    Field::Country => self.needs_country = true,
+                    Field::Asn => self.needs_asn = true,
+                    _ => {}
+                }
+                let ty = field.ty();
+                (Val::Field(field), ty)
+            }
+            ValueKind::Call(name, args) => self.call(v, name, args)?,
+        })
+    }
+
+    fn call(&mut self, v: &Value, name: &str, args: &[Value]) -> Result<(Val, Ty), ExprError> {
+        let arity = match name {
+            "lower" | "upper" | "len" => 1,
+            "starts_with" | "ends_with" => 2,
+            _ => {
+                let hint = crate::error::did_you_mean(name, FUNCTIONS.iter().copied())
+                    .map(|s| format!("; did you mean `{s}`?"))
+                    .unwrap_or_default();
+                return Err(ExprError::new(
+                    v.span.clone(),
+                    format!("unknown function `{name}`{hint}"),
+                ));
+            }
+        };
+        if args.len() != arity {
+            return Err(ExprError::new(
+                v.span.clone(),
+                format!("`{name}` takes {arity} argument(s), not {}", args.len()),
+            ));
+        }
+        let mut vals = Vec::with_capacity(arity);
+        for a in args {
+            let (val, ty) = self.value(a)?;
+            if ty != Ty::Str {
+                return Err(mismatch(
+                    a,
+                    &format!("`{name}` needs String arguments, not"),
+                    ty,
+                ));
+            }
+            vals.push(Box::new(val));
+        }
+        let mut it = vals.into_iter();
+        let (Some(a), b) = (it.next(), it.next()) else {
+            return Err(ExprError::new(v.span.clone(), "missing argument"));
+        };
+        Ok(match (name, b) {
+            ("lower", _) => (Val::Lower(a), Ty::Str),
+            ("upper", _) => (Val::Upper(a), Ty::Str),
+            ("len", _) => (Val::Len(a), Ty::Int),
+            ("starts_with", Some(b)) => (Val::StartsWith(a, b), Ty::Bool),
+            (_, Some(b)) => (Val::EndsWith(a, b), Ty::Bool),
+            _ => return Err(ExprError::new(v.span.clone(), "missing argument")),
+        })
+    }
+}
+
+fn mismatch(v: &Value, what: &str, got: Ty) -> ExprError {
+    if what.ends_with("not") || what.ends_with("to") {
+        ExprError::new(v.span.clone(), format!("{what} {got}"))
+    } else {
+        ExprError::new(v.span.clone(), format!("{what}, not {got}"))
+    }
+}

@@ -1,0 +1,194 @@
+//! Evaluation of compiled filters against one request.
+
+use std::borrow::Cow;
+use std::cell::OnceCell;
+use std::net::IpAddr;
+
+use super::compile::{Field, Filter, Node, Ord6, Val};
+use crate::decision::RequestFacts;
+use crate::geo::{AsnDb, Country, CountryDb};
+
+/// What filters read about one request. Country, ASN and the full URI are looked up at most
+/// once, and only if a rule asks.
+pub(crate) struct Cx<'r> {
+    pub facts: &'r RequestFacts<'r>,
+    pub client_ip: IpAddr,
+    pub host: &'r str,
+    pub path: &'r str,
+    pub query: &'r str,
+    country_db: Option<&'r CountryDb>,
+    asn_db: Option<&'r AsnDb>,
+    country: OnceCell<Option<Country>>,
+    asn: OnceCell<Option<u32>>,
+    full_uri: OnceCell<String>,
+}
+
+impl<'r> Cx<'r> {
+    pub(crate) fn new(
+        facts: &'r RequestFacts<'r>,
+        client_ip: IpAddr,
+        country_db: Option<&'r CountryDb>,
+        asn_db: Option<&'r AsnDb>,
+    ) -> Self {
+        let (path, query) = match facts.uri.split_once('?') {
+            Some((p, q)) => (p, q),
+            None => (facts.uri, ""),
+        };
+        let host = match crate::host::parse_host(facts.host) {
+            crate::host::HostName::Name(n) => n,
+            crate::host::HostName::Ip(_) => facts.host,
+        };
+        Cx {
+            facts,
+            client_ip,
+            host,
+            path,
+            query,
+            country_db,
+            asn_db,
+            country: OnceCell::new(),
+            asn: OnceCell::new(),
+            full_uri: OnceCell::new(),
+        }
+    }
+
+    /// The client's country, from the country database.
+    pub(crate) fn country(&self) -> Option<Country> {
+        *self.country.get_or_init(|| self.lookup_country())
+    }
+
+    fn lookup_country(&self) -> Option<Country> {
+        self.country_db.and_then(|db| db.lookup(self.client_ip))
+    }
+
+    /// The client's autonomous system number, from the ASN database.
+    pub(crate) fn asn(&self) -> Option<u32> {
+        *self
+            .asn
+            .get_or_init(|| self.asn_db.and_then(|db| db.lookup(self.client_ip)))
+    }
+
+    /// A header's first value as text; missing or non-UTF-8 headers read as empty.
+    pub(crate) fn header(&self, name: impl http::header::AsHeaderName) -> &'r str {
+        self.facts
+            .headers
+            .get(name)
+            .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
+            .unwrap_or("")
+    }
+}
+
+/// A value during evaluation.
+#[derive(Debug, Clone, PartialEq)]
+enum V<'a> {
+    Str(Cow<'a, str>),
+    Int(i64),
+    Bool(bool),
+    Ip(IpAddr),
+}
+
+impl V<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            V::Str(s) => s,
+            _ => "",
+        }
+    }
+}
+
+impl Filter {
+    /// Whether the request matches.
+    pub(crate) fn matches(&self, cx: &Cx<'_>) -> bool {
+        node(&self.root, cx)
+    }
+}
+
+fn node(n: &Node, cx: &Cx<'_>) -> bool {
+    match n {
+        Node::And(a, b) => node(a, cx) && node(b, cx),
+        Node::Or(a, b) => node(a, cx) || node(b, cx),
+        Node::Xor(a, b) => node(a, cx) != node(b, cx),
+        Node::Not(a) => !node(a, cx),
+        Node::Truthy(v) => matches!(val(v, cx), V::Bool(true)),
+        Node::Cmp(op, a, b) => {
+            let (a, b) = (val(a, cx), val(b, cx));
+            let ord = match (&a, &b) {
+                (V::Str(x), V::Str(y)) => x.as_ref().cmp(y.as_ref()),
+                (V::Int(x), V::Int(y)) => x.cmp(y),
+                (V::Bool(x), V::Bool(y)) => x.cmp(y),
+                (V::Ip(x), V::Ip(y)) => x.cmp(y),
+                // Types are checked at compile time; a mismatch cannot match.
+                _ => return false,
+            };
+            match op {
+                Ord6::Eq => ord.is_eq(),
+                Ord6::Ne => ord.is_ne(),
+                Ord6::Lt => ord.is_lt(),
+                Ord6::Le => ord.is_le(),
+                Ord6::Gt => ord.is_gt(),
+                Ord6::Ge => ord.is_ge(),
+            }
+        }
+        Node::Contains(a, b) => val(a, cx).as_str().contains(val(b, cx).as_str()),
+        Node::Matches(a, re) => re.is_match(val(a, cx).as_str()),
+        Node::InStr(a, set) => set.contains(val(a, cx).as_str()),
+        Node::InInt(a, set) => matches!(val(a, cx), V::Int(n) if set.contains(&n)),
+        Node::InIp(a, table) => matches!(val(a, cx), V::Ip(ip) if table.contains(ip)),
+    }
+}
+
+fn val<'a>(v: &'a Val, cx: &'a Cx<'_>) -> V<'a> {
+    match v {
+        Val::Str(s) => V::Str(Cow::Borrowed(s)),
+        Val::Int(n) => V::Int(*n),
+        Val::Ip(ip) => V::Ip(*ip),
+        Val::Field(f) => field(f, cx),
+        Val::Lower(a) => V::Str(match val(a, cx) {
+            V::Str(s) if s.bytes().any(|b| b.is_ascii_uppercase()) || !s.is_ascii() => {
+                Cow::Owned(s.to_lowercase())
+            }
+            V::Str(s) => s,
+            _ => Cow::Borrowed(""),
+        }),
+        Val::Upper(a) => V::Str(match val(a, cx) {
+            V::Str(s) if s.bytes().any(|b| b.is_ascii_lowercase()) || !s.is_ascii() => {
+                Cow::Owned(s.to_uppercase())
+            }
+            V::Str(s) => s,
+            _ => Cow::Borrowed(""),
+        }),
+        Val::Len(a) => V::Int(i64::try_from(val(a, cx).as_str().len()).unwrap_or(i64::MAX)),
+        Val::StartsWith(a, b) => V::Bool(val(a, cx).as_str().starts_with(val(b, cx).as_str())),
+        Val::EndsWith(a, b) => V::Bool(val(a, cx).as_str().ends_with(val(b, cx).as_str())),
+    }
+}
+
+fn field<'a>(f: &'a Field, cx: &'a Cx<'_>) -> V<'a> {
+    let s: &'a str = match f {
+        Field::Host => cx.host,
+        Field::Method => cx.facts.method,
+        Field::Uri => cx.facts.uri,
+        Field::Path => cx.path,
+        Field::Query => cx.query,
+        Field::FullUri => cx.full_uri.get_or_init(|| {
+            let scheme = if cx.facts.tls { "https" } else { "http" };
+            format!("{scheme}://{}{}", cx.facts.host, cx.facts.uri)
+        }),
+        Field::UserAgent => cx.header(http::header::USER_AGENT),
+        Field::Referer => cx.header(http::header::REFERER),
+        Field::Cookie => cx.header(http::header::COOKIE),
+        Field::Header(name) => cx.header(name),
+        Field::IpSrc => return V::Ip(cx.client_ip),
+        Field::Asn => return V::Int(cx.asn().map_or(0, i64::from)),
+        Field::Ssl => return V::Bool(cx.facts.tls),
+        Field::Country => {
+            // Borrowed from the cached code: no allocation per comparison.
+            let cached: &'a Option<Country> = cx.country.get_or_init(|| cx.lookup_country());
+            cached
+                .as_ref()
+                .and_then(|c| std::str::from_utf8(c).ok())
+                .unwrap_or("")
+        }
+    };
+    V::Str(Cow::Borrowed(s))
+}

@@ -1,0 +1,56 @@
+//! Rule expressions: a subset of Cloudflare's Rules language, compiled once and evaluated per
+//! request.
+//!
+//! `parse` gives an `Expr` (syntax only), `compile` type-checks it into a `Filter` (fields resolved,
+//! regexes built, IP sets turned into prefix tables), and `Filter::matches` evaluates it against a
+//! request's `Cx`, allocating only for `lower`/`upper` and `http.request.full_uri`.
+
+mod compile;
+mod eval;
+mod lex;
+mod parse;
+
+use std::ops::Range;
+
+pub(crate) use compile::{Filter, compile};
+pub(crate) use eval::Cx;
+pub use parse::MAX_NESTING;
+
+/// Longest expression accepted, in bytes.
+pub const MAX_EXPRESSION_LEN: usize = 8 * 1024;
+/// Largest compiled size of one regex (`regex::RegexBuilder::size_limit`).
+pub const MAX_REGEX_SIZE: usize = 1 << 20;
+
+/// A problem in an expression, at a byte span of the expression text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ExprError {
+    pub span: Range<usize>,
+    pub message: String,
+}
+
+impl ExprError {
+    pub(crate) fn new(span: Range<usize>, message: impl Into<String>) -> Self {
+        ExprError {
+            span,
+            message: message.into(),
+        }
+    }
+}
+
+/// Parses and compiles an expression that must be a condition (boolean).
+pub(crate) fn build(src: &str) -> Result<Filter, ExprError> {
+    if src.len() > MAX_EXPRESSION_LEN {
+        return Err(ExprError::new(
+            0..src.len(),
+            format!("expression is longer than {MAX_EXPRESSION_LEN} bytes"),
+        ));
+    }
+    if src.trim().is_empty() {
+        return Err(ExprError::new(0..src.len(), "expression is empty"));
+    }
+    let ast = parse::parse(src)?;
+    compile(&ast)
+}
+
+#[cfg(test)]
+mod tests;
