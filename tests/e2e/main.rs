@@ -3,11 +3,17 @@
 
 mod support;
 
+// The commands that do not serve: check, render, codes, tokens.
+mod cli;
 // The error contract of `/cdn-cgi/error/<code>` in every format, and 404 for unknown codes.
 mod contract;
 // Hostile Host values that must still give valid JSON, YAML and escaped HTML.
 mod hostile;
 // Origins that refuse, hang, close or babble: 521, 524, 520, 1016.
 mod origin_failures;
+// Running it: live reload under load, metrics, health, graceful shutdown, JSON logs.
+mod ops;
 // Proxying: bodies, statuses and headers both ways; 1001 for unknown hosts; connection reuse.
 mod proxy;
+// TLS listeners: HTTP/1.1 and HTTP/2 by ALPN, 1013 on a Host/SNI mismatch.
+mod tls;

@@ -107,12 +107,10 @@ impl Edge {
         let log_file = std::fs::File::create(&log).unwrap();
         let bin = env!("CARGO_BIN_EXE_signpost");
         let mut cmd = Command::new(bin);
-        cmd.arg("run")
-            .arg("--config")
-            .arg(&config)
-            .args(args)
-            .arg("--grace-period")
-            .arg("1");
+        cmd.arg("run").arg("--config").arg(&config).args(args);
+        if !args.contains(&"--grace-period") {
+            cmd.arg("--grace-period").arg("1");
+        }
         cmd.stdout(Stdio::from(log_file.try_clone().unwrap()))
             .stderr(Stdio::from(log_file));
         let command = format!("{bin} run --config {} {}", config.display(), args.join(" "));
@@ -213,7 +211,8 @@ pub fn client(edge: &Edge) -> reqwest::blocking::Client {
 }
 
 /// An origin on loopback that answers every request with a JSON echo of what it received:
-/// `{"method", "path", "headers": {name: value}, "body"}`, status from `?status=NNN`.
+/// `{"method", "path", "headers": {name: value}, "body"}`, status from `?status=NNN`, after
+/// `?delay_ms=N`. Each request is answered on its own thread, so slow ones do not queue others.
 pub struct EchoOrigin {
     pub addr: SocketAddr,
     server: Arc<tiny_http::Server>,
@@ -227,40 +226,50 @@ impl EchoOrigin {
         let worker = server.clone();
         let thread = thread::spawn(move || {
             for mut request in worker.incoming_requests() {
-                let mut body = String::new();
-                let _ = request.as_reader().read_to_string(&mut body);
-                let headers: serde_json::Map<String, serde_json::Value> = request
-                    .headers()
-                    .iter()
-                    .map(|h| {
-                        (
-                            h.field.as_str().as_str().to_ascii_lowercase(),
-                            h.value.as_str().into(),
+                thread::spawn(move || {
+                    let mut body = String::new();
+                    let _ = request.as_reader().read_to_string(&mut body);
+                    let headers: serde_json::Map<String, serde_json::Value> = request
+                        .headers()
+                        .iter()
+                        .map(|h| {
+                            (
+                                h.field.as_str().as_str().to_ascii_lowercase(),
+                                h.value.as_str().into(),
+                            )
+                        })
+                        .collect();
+                    let url = request.url().to_string();
+                    if let Some(ms) = url
+                        .split("delay_ms=")
+                        .nth(1)
+                        .and_then(|s| s.split('&').next())
+                        .and_then(|s| s.parse().ok())
+                    {
+                        thread::sleep(Duration::from_millis(ms));
+                    }
+                    let status = url
+                        .split("status=")
+                        .nth(1)
+                        .and_then(|s| s.get(..3))
+                        .and_then(|s| s.parse().ok())
+                        .unwrap_or(200u16);
+                    let echo = serde_json::json!({
+                        "method": request.method().as_str(),
+                        "path": url,
+                        "headers": headers,
+                        "body": body,
+                    });
+                    let response = tiny_http::Response::from_string(echo.to_string())
+                        .with_status_code(status)
+                        .with_header(
+                            "content-type: application/json"
+                                .parse::<tiny_http::Header>()
+                                .unwrap(),
                         )
-                    })
-                    .collect();
-                let url = request.url().to_string();
-                let status = url
-                    .split("status=")
-                    .nth(1)
-                    .and_then(|s| s.get(..3))
-                    .and_then(|s| s.parse().ok())
-                    .unwrap_or(200u16);
-                let echo = serde_json::json!({
-                    "method": request.method().as_str(),
-                    "path": url,
-                    "headers": headers,
-                    "body": body,
+                        .with_header("x-origin: echo".parse::<tiny_http::Header>().unwrap());
+                    let _ = request.respond(response);
                 });
-                let response = tiny_http::Response::from_string(echo.to_string())
-                    .with_status_code(status)
-                    .with_header(
-                        "content-type: application/json"
-                            .parse::<tiny_http::Header>()
-                            .unwrap(),
-                    )
-                    .with_header("x-origin: echo".parse::<tiny_http::Header>().unwrap());
-                let _ = request.respond(response);
             }
         });
         EchoOrigin {

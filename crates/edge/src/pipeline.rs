@@ -20,7 +20,6 @@ use std::time::{Instant, SystemTime};
 
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
-use bytes::Bytes;
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
 use pingora::proxy::FailToProxy;
@@ -57,6 +56,9 @@ pub struct RequestCtx {
     rule_id: Option<Arc<str>>,
     upstream: Option<SocketAddr>,
     upstream_started: Option<Instant>,
+    /// Set once the request is on its way to the origin: from then on Pingora will not reuse
+    /// the client's connection after a failure, whatever we answer.
+    proxying: bool,
 }
 
 impl Edge {
@@ -126,6 +128,10 @@ impl Edge {
         ctx.format = Some(format);
 
         let mut header = ResponseHeader::build(rendered.status, Some(8))?;
+        if header.status.canonical_reason().is_none() {
+            // 52x and 530 have no standard reason phrase: say what they mean on the status line.
+            header.set_reason_phrase(Some(&entry.title))?;
+        }
         for (name, value) in rendered.headers(ray.as_str()) {
             header.insert_header(name, value)?;
         }
@@ -135,7 +141,7 @@ impl Edge {
             .await?;
         if !head_only {
             session
-                .write_response_body(Some(Bytes::from(rendered.body)), true)
+                .write_response_body(Some(rendered.body), true)
                 .await?;
         }
         Ok(())
@@ -158,6 +164,7 @@ impl ProxyHttp for Edge {
             rule_id: None,
             upstream: None,
             upstream_started: None,
+            proxying: false,
         }
     }
 
@@ -172,18 +179,22 @@ impl ProxyHttp for Edge {
         ctx.policy = Some(loaded.clone());
 
         // 1. The error test endpoint: `/cdn-cgi/error/<code>`.
-        let path = session.req_header().uri.path();
-        if let Some(rest) = path.strip_prefix(ERROR_PAGE_PREFIX) {
-            if rest.is_empty() || rest.starts_with('/') {
-                let entry =
-                    signpost_problem::lookup_path_code(rest.strip_prefix('/').unwrap_or(""));
-                self.answer_entry(session, ctx, entry, None).await?;
-                return Ok(true);
-            }
+        if let Some(entry) = error_page(session.req_header().uri.path()) {
+            self.answer_entry(session, ctx, entry, None).await?;
+            return Ok(true);
         }
 
-        // 2. Client facts, then the policy's decision.
+        // 2. Over TLS, the Host must name the server the handshake asked for (1013): a request
+        //    routed by one name under a certificate chosen for another is refused.
         let host = request_host(session);
+        if let Some(sni) = crate::tls::client_sni(session.digest())
+            && !host_without_port(&host).eq_ignore_ascii_case(sni)
+        {
+            self.answer(session, ctx, 1013, None).await?;
+            return Ok(true);
+        }
+
+        // 3. Client facts, then the policy's decision.
         let peer = peer_ip(session);
         let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
         let sni = crate::tls::client_sni(session.digest());
@@ -206,7 +217,7 @@ impl ProxyHttp for Edge {
             tracing::info!(ray_id = %ctx.ray_id, rule = %rule, client = %decision.client_ip, "log rule matched");
         }
 
-        // 3. Refused: answer with the code the policy chose.
+        // 4. Refused: answer with the code the policy chose.
         if let Verdict::Refuse { code, retry_after } = decision.verdict {
             self.answer(session, ctx, code, retry_after).await?;
             return Ok(true);
@@ -221,6 +232,7 @@ impl ProxyHttp for Edge {
         _session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> Result<Box<HttpPeer>> {
+        ctx.proxying = true;
         let zone = self
             .zone(ctx)
             .ok_or_else(|| Error::explain(InternalError, "proxying without a zone"))?;
@@ -315,6 +327,13 @@ impl ProxyHttp for Edge {
                 };
             }
         };
+        if ctx.proxying {
+            // Pingora drops the client's connection after a failure on the way to the origin
+            // (its `proxy_to_upstream` reports the session as not reusable): announce it with
+            // `Connection: close` so that the client does not send its next request into a
+            // connection that is about to be reset.
+            session.set_keepalive(None);
+        }
         if session.response_written().is_some() {
             // The origin failed mid-response: the status line is already out, so the only honest
             // signal left is to cut the connection.
@@ -373,6 +392,18 @@ impl ProxyHttp for Edge {
             duration_ms = duration.as_secs_f64() * 1000.0,
             error = %e.map_or_else(String::new, |e| e.etype().as_str().to_string()),
         );
+    }
+}
+
+/// The catalog entry `/cdn-cgi/error/<code>` asks for (the 404 entry for a bad code), or `None`
+/// when the path is not the error test endpoint.
+fn error_page(path: &str) -> Option<&'static signpost_problem::CatalogEntry> {
+    let rest = path.strip_prefix(ERROR_PAGE_PREFIX)?;
+    match rest.strip_prefix('/') {
+        Some(code) => Some(signpost_problem::lookup_path_code(code)),
+        None if rest.is_empty() => Some(signpost_problem::not_found()),
+        // `/cdn-cgi/errors` and the like are ordinary paths.
+        None => None,
     }
 }
 
