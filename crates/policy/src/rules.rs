@@ -512,10 +512,7 @@ fn build_regex(p: &str) -> Result<regex::Regex, String> {
         .build()
         .map_err(|e| {
             let s = e.to_string();
-            format!(
-                "invalid regular expression: {}",
-                s.lines().last().unwrap_or("").trim()
-            )
+            format!("invalid regular expression: {}", expr::regex_reason(&s))
         })
 }
 

@@ -227,7 +227,7 @@ impl Compiler {
                     .build()
                     .map_err(|e| {
                         let why = e.to_string();
-                        let last = why.lines().last().unwrap_or("").trim().to_owned();
+                        let last = super::regex_reason(&why);
                         ExprError::new(
                             rhs.span.clone(),
                             format!("invalid regular expression: {last}"),

@@ -37,6 +37,12 @@ impl ExprError {
     }
 }
 
+/// The reason in a `regex` error, without the pattern echo and the `error:` prefix.
+pub(crate) fn regex_reason(message: &str) -> &str {
+    let last = message.lines().last().unwrap_or("").trim();
+    last.strip_prefix("error:").unwrap_or(last).trim()
+}
+
 /// Parses and compiles an expression that must be a condition (boolean).
 pub(crate) fn build(src: &str) -> Result<Filter, ExprError> {
     if src.len() > MAX_EXPRESSION_LEN {

@@ -1,0 +1,722 @@
+//! `CompiledPolicy::decide` end to end: every rule type, the phase order, the client address,
+//! geo databases (made here with mmdb-writer, and the real ones in ../shared/data/geo when
+//! present) and rate limits with injected time.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use ipnet::IpNet;
+use mmdb_writer::{Value, Writer};
+use signpost_policy::{CompiledPolicy, Decision, RequestFacts, Verdict};
+
+// === helpers ===
+
+/// A fresh directory per call, under the system temp dir.
+fn temp_dir() -> PathBuf {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "signpost-policy-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Writes small country (flat and GeoIP2 layouts) and ASN databases; returns their directory.
+fn write_dbs() -> PathBuf {
+    let dir = temp_dir();
+    let mut flat = Writer::new("test-flat-country");
+    flat.insert_value(net("198.51.100.0/24"), Value::map([("country_code", "KP")]))
+        .unwrap();
+    flat.insert_value(net("203.0.113.0/24"), Value::map([("country_code", "SE")]))
+        .unwrap();
+    flat.insert_value(net("2001:db8:1::/48"), Value::map([("country_code", "KP")]))
+        .unwrap();
+    std::fs::write(dir.join("flat.mmdb"), flat.to_bytes().unwrap()).unwrap();
+
+    let mut geoip2 = Writer::new("GeoIP2-Country");
+    let rec = |code: &str| {
+        Value::map([(
+            "country",
+            Value::map([
+                ("iso_code", Value::from(code)),
+                ("names", Value::map([("en", "Somewhere")])),
+            ]),
+        )])
+    };
+    geoip2
+        .insert_value(net("198.51.100.0/24"), rec("KP"))
+        .unwrap();
+    geoip2
+        .insert_value(net("203.0.113.0/24"), rec("SE"))
+        .unwrap();
+    std::fs::write(dir.join("geoip2.mmdb"), geoip2.to_bytes().unwrap()).unwrap();
+
+    let mut asn = Writer::new("GeoLite2-ASN");
+    asn.insert_value(
+        net("192.0.2.0/24"),
+        Value::map([
+            ("autonomous_system_number", Value::from(64_500_u32)),
+            ("autonomous_system_organization", Value::from("Bad Hosting")),
+        ]),
+    )
+    .unwrap();
+    asn.insert_value(
+        net("203.0.113.0/24"),
+        Value::map([("autonomous_system_number", Value::from(64_501_u32))]),
+    )
+    .unwrap();
+    std::fs::write(dir.join("asn.mmdb"), asn.to_bytes().unwrap()).unwrap();
+    dir
+}
+
+fn net(s: &str) -> IpNet {
+    s.parse().unwrap()
+}
+
+fn compile(text: &str, dir: &Path) -> CompiledPolicy {
+    CompiledPolicy::from_toml(text, "test.toml", dir, None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+struct Req {
+    peer: IpAddr,
+    host: &'static str,
+    method: &'static str,
+    uri: &'static str,
+    headers: http::HeaderMap,
+}
+
+fn req(peer: &str, uri: &'static str) -> Req {
+    let mut headers = http::HeaderMap::new();
+    headers.insert("user-agent", "Mozilla/5.0".parse().unwrap());
+    Req {
+        peer: peer.parse().unwrap(),
+        host: "www.example.com",
+        method: "GET",
+        uri,
+        headers,
+    }
+}
+
+impl Req {
+    fn header(mut self, k: &'static str, v: &str) -> Self {
+        self.headers.insert(k, v.parse().unwrap());
+        self
+    }
+    fn without(mut self, k: &'static str) -> Self {
+        self.headers.remove(k);
+        self
+    }
+    fn decide(&self, p: &CompiledPolicy, now: Instant) -> Decision {
+        p.decide(
+            &RequestFacts {
+                peer: self.peer,
+                host: self.host,
+                method: self.method,
+                uri: self.uri,
+                tls: false,
+                sni: None,
+                headers: &self.headers,
+            },
+            now,
+        )
+    }
+}
+
+fn refused(code: u16) -> Verdict {
+    Verdict::Refuse {
+        code,
+        retry_after: None,
+    }
+}
+
+fn outcome(d: &Decision) -> (Verdict, Option<&str>) {
+    (d.verdict, d.rule_id.as_deref())
+}
+
+const ZONE: &str = r#"
+[[zone]]
+name = "www"
+hosts = ["example.com", "*.example.com"]
+origin = "127.0.0.1:8000"
+"#;
+
+// === access rules ===
+
+fn access_policy(country_db: &str) -> String {
+    format!(
+        r#"
+[geo]
+country_db = "{country_db}"
+asn_db = "asn.mmdb"
+
+[[access_rule]]
+id = "office"
+action = "allow"
+ip = ["192.0.2.10", "2001:db8:1::10"]
+
+[[access_rule]]
+id = "bad-ips"
+action = "block"
+ip = ["192.0.2.0/24", "2001:db8:bad::/48"]
+
+[[access_rule]]
+id = "bad-asn"
+action = "block"
+asn = [64500, 64501]
+
+[[access_rule]]
+id = "embargo"
+action = "block"
+country = ["KP", "ir"]
+
+[[custom_rule]]
+id = "no-admin"
+action = "block"
+expression = 'http.request.uri.path eq "/admin"'
+
+[[legal_rule]]
+id = "dmca-1"
+expression = 'http.request.uri.path eq "/pirated"'
+{ZONE}"#
+    )
+}
+
+#[test]
+fn access_rules_raise_their_codes() {
+    let dir = write_dbs();
+    for db in ["flat.mmdb", "geoip2.mmdb"] {
+        let p = compile(&access_policy(db), &dir);
+        let now = Instant::now();
+        let d = req("192.0.2.77", "/").decide(&p, now);
+        assert_eq!(outcome(&d), (refused(1006), Some("bad-ips")), "{db}");
+        assert_eq!(
+            outcome(&req("2001:db8:bad::1", "/").decide(&p, now)),
+            (refused(1006), Some("bad-ips"))
+        );
+        // 203.0.113.9: ASN 64501 and country SE: ASN blocks first.
+        assert_eq!(
+            outcome(&req("203.0.113.9", "/").decide(&p, now)),
+            (refused(1005), Some("bad-asn"))
+        );
+        assert_eq!(
+            outcome(&req("198.51.100.1", "/").decide(&p, now)),
+            (refused(1009), Some("embargo")),
+            "{db}"
+        );
+        assert_eq!(
+            outcome(&req("::ffff:198.51.100.1", "/").decide(&p, now)).0,
+            refused(1009),
+            "mapped v6"
+        );
+        if db == "flat.mmdb" {
+            assert_eq!(
+                outcome(&req("2001:db8:1::1", "/").decide(&p, now)).0,
+                refused(1009)
+            );
+        }
+        assert_eq!(
+            outcome(&req("100.64.0.1", "/").decide(&p, now)),
+            (Verdict::Proxy, None)
+        );
+    }
+}
+
+#[test]
+fn access_allow_skips_blocks_and_custom_rules_but_not_legal() {
+    let dir = write_dbs();
+    let p = compile(&access_policy("flat.mmdb"), &dir);
+    let now = Instant::now();
+    // 192.0.2.10 is inside the blocked /24 and ASN 64500, but allowed.
+    let d = req("192.0.2.10", "/admin").decide(&p, now);
+    assert_eq!(outcome(&d), (Verdict::Proxy, Some("office")));
+    assert_eq!(
+        outcome(&req("192.0.2.10", "/pirated").decide(&p, now)),
+        (refused(1026), Some("dmca-1"))
+    );
+    assert_eq!(
+        outcome(&req("100.64.0.1", "/admin").decide(&p, now)),
+        (refused(1020), Some("no-admin"))
+    );
+}
+
+#[test]
+fn client_address_from_trusted_proxies_only() {
+    let dir = write_dbs();
+    let text = format!(
+        r#"
+[client_ip]
+trusted_proxies = ["10.0.0.0/8"]
+
+[[access_rule]]
+id = "bad-ips"
+action = "block"
+ip = ["192.0.2.0/24"]
+{ZONE}"#
+    );
+    let p = compile(&text, &dir);
+    let now = Instant::now();
+    let via_proxy = req("10.0.0.1", "/").header("x-forwarded-for", "192.0.2.5, 10.0.0.2");
+    let d = via_proxy.decide(&p, now);
+    assert_eq!(d.client_ip, "192.0.2.5".parse::<IpAddr>().unwrap());
+    assert_eq!(d.verdict, refused(1006));
+    let spoofed = req("100.64.0.1", "/").header("x-forwarded-for", "192.0.2.5");
+    let d = spoofed.decide(&p, now);
+    assert_eq!(
+        (d.client_ip, d.verdict),
+        ("100.64.0.1".parse().unwrap(), Verdict::Proxy)
+    );
+    let clean = req("10.0.0.1", "/").header("x-forwarded-for", "203.0.113.1, 192.0.2.5");
+    assert_eq!(
+        clean.decide(&p, now).verdict,
+        refused(1006),
+        "rightmost untrusted hop is the client"
+    );
+}
+
+// === browser signature and hotlink ===
+
+#[test]
+fn browser_signature() {
+    let text = format!(
+        r#"
+[browser_check]
+id = "bic"
+block_user_agents = ["(?i)sqlmap", "^curl/"]
+{ZONE}"#
+    );
+    let p = compile(&text, Path::new("."));
+    let now = Instant::now();
+    assert_eq!(
+        outcome(&req("1.2.3.4", "/").without("user-agent").decide(&p, now)),
+        (refused(1010), Some("bic"))
+    );
+    assert_eq!(
+        req("1.2.3.4", "/")
+            .header("user-agent", "  ")
+            .decide(&p, now)
+            .verdict,
+        refused(1010)
+    );
+    assert_eq!(
+        req("1.2.3.4", "/")
+            .header("user-agent", "SQLMap/1.5")
+            .decide(&p, now)
+            .verdict,
+        refused(1010)
+    );
+    assert_eq!(
+        req("1.2.3.4", "/")
+            .header("user-agent", "curl/8.0")
+            .decide(&p, now)
+            .verdict,
+        refused(1010)
+    );
+    assert_eq!(req("1.2.3.4", "/").decide(&p, now).verdict, Verdict::Proxy);
+
+    let lenient = format!("[browser_check]\nblock_empty_user_agent = false\n{ZONE}");
+    let p = compile(&lenient, Path::new("."));
+    assert_eq!(
+        req("1.2.3.4", "/")
+            .without("user-agent")
+            .decide(&p, now)
+            .verdict,
+        Verdict::Proxy
+    );
+}
+
+#[test]
+fn hotlink_protection() {
+    let text = format!(
+        r#"
+[hotlink]
+extensions = ["png", ".JPG"]
+allowed_referers = ["*.partner.net"]
+{ZONE}"#
+    );
+    let p = compile(&text, Path::new("."));
+    let now = Instant::now();
+    let img = |referer: Option<&str>, uri: &'static str| {
+        let r = req("1.2.3.4", uri);
+        let r = match referer {
+            Some(v) => r.header("referer", v),
+            None => r,
+        };
+        r.decide(&p, now)
+    };
+    assert_eq!(
+        outcome(&img(Some("https://evil.org/page"), "/a/cat.png")),
+        (refused(1011), Some("hotlink"))
+    );
+    assert_eq!(
+        img(Some("https://evil.org/"), "/cat.JPG?x=1").verdict,
+        refused(1011)
+    );
+    assert_eq!(img(Some("garbage"), "/cat.png").verdict, refused(1011));
+    assert_eq!(
+        img(Some("https://www.example.com/blog"), "/cat.png").verdict,
+        Verdict::Proxy
+    );
+    assert_eq!(
+        img(Some("http://EXAMPLE.com:8080/"), "/cat.png").verdict,
+        Verdict::Proxy
+    );
+    assert_eq!(
+        img(Some("https://cdn.partner.net/"), "/cat.png").verdict,
+        Verdict::Proxy
+    );
+    assert_eq!(
+        img(None, "/cat.png").verdict,
+        Verdict::Proxy,
+        "no Referer is not hotlinking"
+    );
+    assert_eq!(
+        img(Some("https://evil.org/"), "/page.html").verdict,
+        Verdict::Proxy
+    );
+    assert_eq!(
+        img(Some("https://evil.org/"), "/dir.png/file").verdict,
+        Verdict::Proxy
+    );
+}
+
+// === custom rules ===
+
+#[test]
+fn custom_rules_first_match_log_and_allow() {
+    let text = format!(
+        r#"
+[[custom_rule]]
+id = "log-wp"
+action = "log"
+expression = 'http.request.uri.path contains "wp"'
+
+[[custom_rule]]
+id = "allow-health"
+action = "allow"
+expression = 'http.request.uri.path eq "/wp-health"'
+
+[[custom_rule]]
+id = "wp"
+description = "WordPress probes"
+action = "block"
+expression = 'http.request.uri.path matches "^/wp-(admin|login|health)" and not ip.src in {{10.0.0.0/8 192.168.0.0/16}}'
+
+[[custom_rule]]
+id = "never-reached"
+action = "block"
+expression = 'http.request.uri.path contains "/wp-"'
+
+[[rate_limit]]
+id = "strict"
+period = "10s"
+requests_per_period = 1
+{ZONE}"#
+    );
+    let p = compile(&text, Path::new("."));
+    assert_eq!(p.rule_description("wp"), Some("WordPress probes"));
+    let now = Instant::now();
+    let d = req("1.2.3.4", "/wp-login.php").decide(&p, now);
+    assert_eq!(outcome(&d), (refused(1020), Some("wp")));
+    assert_eq!(
+        d.logged.iter().map(|s| &**s).collect::<Vec<_>>(),
+        ["log-wp"]
+    );
+    let d = req("10.1.1.1", "/wp-login.php").decide(&p, now);
+    assert_eq!(outcome(&d), (refused(1020), Some("never-reached")));
+    // allow skips the remaining custom rules *and* the rate limit.
+    for _ in 0..3 {
+        let d = req("1.2.3.5", "/wp-health").decide(&p, now);
+        assert_eq!(outcome(&d), (Verdict::Proxy, Some("allow-health")));
+    }
+    let d = req("1.2.3.6", "/").decide(&p, now);
+    assert!(
+        d.logged.is_empty() && d.logged.capacity() == 0,
+        "no allocation when nothing logs"
+    );
+}
+
+// === rate limits ===
+
+const RATE: &str = r#"
+[[rate_limit]]
+id = "api"
+expression = 'starts_with(http.request.uri.path, "/api/")'
+characteristics = ["ip.src", 'http.request.headers["x-api-key"]']
+period = "10s"
+requests_per_period = 2
+mitigation_timeout = "30s"
+"#;
+
+#[test]
+fn rate_limit_retry_after_comes_from_the_limiter() {
+    let p = compile(&format!("{RATE}{ZONE}"), Path::new("."));
+    let t0 = Instant::now();
+    let r = req("1.2.3.4", "/api/x").header("x-api-key", "k1");
+    assert_eq!(r.decide(&p, t0).verdict, Verdict::Proxy);
+    assert_eq!(
+        r.decide(&p, t0 + Duration::from_secs(1)).verdict,
+        Verdict::Proxy
+    );
+    let d = r.decide(&p, t0 + Duration::from_secs(2));
+    assert_eq!(
+        outcome(&d),
+        (
+            Verdict::Refuse {
+                code: 1015,
+                retry_after: Some(30)
+            },
+            Some("api")
+        )
+    );
+    let d = r.decide(&p, t0 + Duration::from_millis(12_500));
+    assert_eq!(
+        d.verdict,
+        Verdict::Refuse {
+            code: 1015,
+            retry_after: Some(20)
+        },
+        "ceil(19.5)"
+    );
+    assert_eq!(
+        r.decide(&p, t0 + Duration::from_secs(32)).verdict,
+        Verdict::Proxy
+    );
+    // Another key, or a path the rule does not match, is not limited.
+    let other = req("1.2.3.4", "/api/x").header("x-api-key", "k2");
+    assert_eq!(
+        other.decide(&p, t0 + Duration::from_secs(2)).verdict,
+        Verdict::Proxy
+    );
+    assert_eq!(
+        req("1.2.3.4", "/home").decide(&p, t0).verdict,
+        Verdict::Proxy
+    );
+    assert_eq!(p.rate_limit_keys(), 2);
+}
+
+#[test]
+fn rate_state_survives_reload_when_the_rule_is_unchanged() {
+    let text = format!("{RATE}{ZONE}");
+    let old = compile(&text, Path::new("."));
+    let t0 = Instant::now();
+    let r = req("1.2.3.4", "/api/x");
+    r.decide(&old, t0);
+    r.decide(&old, t0);
+    let same = CompiledPolicy::from_toml(&text, "t", Path::new("."), Some(&old)).unwrap();
+    assert_eq!(same.rate_limit_keys(), 1);
+    assert_eq!(
+        r.decide(&same, t0).verdict,
+        Verdict::Refuse {
+            code: 1015,
+            retry_after: Some(30)
+        }
+    );
+
+    let changed = text.replace("requests_per_period = 2", "requests_per_period = 3");
+    let fresh = CompiledPolicy::from_toml(&changed, "t", Path::new("."), Some(&same)).unwrap();
+    assert_eq!(fresh.rate_limit_keys(), 0);
+    assert_eq!(r.decide(&fresh, t0).verdict, Verdict::Proxy);
+}
+
+// === phase order ===
+
+#[test]
+fn phases_run_in_documented_order() {
+    let dir = write_dbs();
+    let text = format!(
+        r#"
+[geo]
+country_db = "flat.mmdb"
+
+[[access_rule]]
+id = "embargo"
+action = "block"
+country = ["KP"]
+
+[browser_check]
+id = "bic"
+
+[hotlink]
+extensions = ["png"]
+
+[[legal_rule]]
+id = "legal"
+expression = 'ends_with(http.request.uri.path, ".png") and ip.src.country eq "SE"'
+
+[[custom_rule]]
+id = "waf"
+action = "block"
+expression = 'http.request.uri.path contains "x"'
+
+[[rate_limit]]
+id = "rl"
+period = "1m"
+requests_per_period = 1
+{ZONE}"#
+    );
+    let p = compile(&text, &dir);
+    let now = Instant::now();
+    // Each request trips everything from its phase on; the earliest phase decides.
+    let all = req("198.51.100.1", "/x.png")
+        .without("user-agent")
+        .header("referer", "https://evil.org/");
+    assert_eq!(
+        outcome(&all.decide(&p, now)),
+        (refused(1009), Some("embargo"))
+    );
+    let all = req("203.0.113.1", "/x.png")
+        .without("user-agent")
+        .header("referer", "https://evil.org/");
+    assert_eq!(outcome(&all.decide(&p, now)), (refused(1010), Some("bic")));
+    let all = req("203.0.113.1", "/x.png").header("referer", "https://evil.org/");
+    assert_eq!(
+        outcome(&all.decide(&p, now)),
+        (refused(1011), Some("hotlink"))
+    );
+    let all = req("203.0.113.1", "/x.png");
+    assert_eq!(
+        outcome(&all.decide(&p, now)),
+        (refused(1026), Some("legal"))
+    );
+    let all = req("203.0.113.2", "/x");
+    assert_eq!(outcome(&all.decide(&p, now)), (refused(1020), Some("waf")));
+    let r = req("203.0.113.3", "/");
+    assert_eq!(r.decide(&p, now).verdict, Verdict::Proxy);
+    assert_eq!(outcome(&r.decide(&p, now)).1, Some("rl"));
+    let mut unknown = req("203.0.113.3", "/x");
+    unknown.host = "nowhere.org";
+    assert_eq!(outcome(&unknown.decide(&p, now)), (refused(1001), None));
+}
+
+// === databases ===
+
+#[test]
+fn missing_database_names_the_path_and_the_line() {
+    let text = format!(
+        "[geo]\ncountry_db = \"nope/country.mmdb\"\n\n[[access_rule]]\nid = \"x\"\naction = \"block\"\ncountry = [\"KP\"]\n{ZONE}"
+    );
+    let e = CompiledPolicy::from_toml(&text, "p.toml", Path::new("/nonexistent"), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("p.toml:2:14: cannot open `/nonexistent/nope/country.mmdb`"),
+        "{e}"
+    );
+
+    let text = format!(
+        "[[custom_rule]]\nid = \"x\"\naction = \"block\"\nexpression = 'ip.src.asnum eq 1'\n{ZONE}"
+    );
+    let e = CompiledPolicy::from_toml(&text, "p.toml", Path::new("."), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("p.toml:4:14: this rule needs the client's AS number"),
+        "{e}"
+    );
+}
+
+/// The real databases in `../shared/data/geo`, when that directory exists.
+fn shared_geo() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/data/geo");
+    dir.join("maxmind-test/GeoIP2-Country-Test.mmdb")
+        .exists()
+        .then_some(dir)
+}
+
+#[test]
+fn real_maxmind_test_databases() {
+    let Some(dir) = shared_geo() else {
+        eprintln!("skipped: ../shared/data/geo not present");
+        return;
+    };
+    let text = format!(
+        r#"
+[geo]
+country_db = "maxmind-test/GeoIP2-Country-Test.mmdb"
+asn_db = "maxmind-test/GeoLite2-ASN-Test.mmdb"
+
+[[custom_rule]]
+id = "gb"
+action = "block"
+expression = 'ip.src.country eq "GB"'
+
+[[custom_rule]]
+id = "se"
+action = "block"
+expression = 'ip.src.country eq "SE"'
+
+[[custom_rule]]
+id = "as1221"
+action = "block"
+expression = 'ip.src.asnum eq 1221'
+
+[[custom_rule]]
+id = "as7018"
+action = "block"
+expression = 'ip.src.asnum eq 7018'
+{ZONE}"#
+    );
+    let p = compile(&text, &dir);
+    let now = Instant::now();
+    for (ip, rule) in [
+        ("81.2.69.142", "gb"),
+        ("2.125.160.216", "gb"),
+        ("89.160.20.112", "se"),
+        ("1.128.0.1", "as1221"),
+        ("12.81.92.1", "as7018"),
+    ] {
+        assert_eq!(outcome(&req(ip, "/").decide(&p, now)).1, Some(rule), "{ip}");
+    }
+    assert_eq!(
+        req("127.0.0.1", "/").decide(&p, now).verdict,
+        Verdict::Proxy
+    );
+}
+
+#[test]
+fn real_ip_location_databases() {
+    let Some(dir) = shared_geo() else {
+        eprintln!("skipped: ../shared/data/geo not present");
+        return;
+    };
+    let text = format!(
+        r#"
+[geo]
+country_db = "country.mmdb"
+asn_db = "asn.mmdb"
+
+[[access_rule]]
+id = "google-asn"
+action = "block"
+asn = [15169]
+
+[[access_rule]]
+id = "au"
+action = "block"
+country = ["AU"]
+{ZONE}"#
+    );
+    let p = compile(&text, &dir);
+    let now = Instant::now();
+    assert_eq!(
+        outcome(&req("8.8.8.8", "/").decide(&p, now)),
+        (refused(1005), Some("google-asn"))
+    );
+    assert_eq!(
+        outcome(&req("::ffff:8.8.4.4", "/").decide(&p, now)),
+        (refused(1005), Some("google-asn"))
+    );
+    assert_eq!(
+        outcome(&req("1.1.1.1", "/").decide(&p, now)),
+        (refused(1009), Some("au"))
+    );
+    assert_eq!(
+        req("10.0.0.1", "/").decide(&p, now).verdict,
+        Verdict::Proxy,
+        "private: no record"
+    );
+}
