@@ -13,6 +13,8 @@ mod hostile;
 mod origin_failures;
 // Running it: live reload under load, metrics, health, graceful shutdown, JSON logs.
 mod ops;
+// The policy's codes through the running edge: 1005 1006 1009 1010 1011 1015 1020 1026.
+mod policy;
 // Proxying: bodies, statuses and headers both ways; 1001 for unknown hosts; connection reuse.
 mod proxy;
 // TLS listeners: HTTP/1.1 and HTTP/2 by ALPN, 1013 on a Host/SNI mismatch.

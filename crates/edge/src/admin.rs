@@ -112,7 +112,8 @@ impl ServeHttp for Admin {
                 }
             }
             "/metrics" => {
-                self.metrics.set_rate_limit_keys(0); // RATE_LIMIT_KEYS_PENDING
+                self.metrics
+                    .set_rate_limit_keys(self.policy.load().policy.rate_limit_keys());
                 text(
                     StatusCode::OK,
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",

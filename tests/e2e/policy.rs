@@ -1,0 +1,312 @@
+//! Every policy code through the running edge, with clients placed where the databases say by a
+//! trusted proxy's `X-Forwarded-For`. Uses MaxMind's public test databases from `../shared`
+//! (81.2.69.142 is GB, 89.160.20.112 is SE, 1.128.0.1 is AS1221); skipped where they are absent.
+
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn geo_dir() -> Option<PathBuf> {
+    let dir = repo_root().join("../shared/data/geo/maxmind-test");
+    dir.join("GeoIP2-Country-Test.mmdb").exists().then_some(dir)
+}
+
+fn edge(origin: &EchoOrigin) -> Option<Edge> {
+    let Some(geo) = geo_dir() else {
+        eprintln!("skipped: ../shared/data/geo/maxmind-test is not present");
+        return None;
+    };
+    let o = origin.addr.to_string();
+    let top = format!(
+        r#"
+[client_ip]
+trusted_proxies = ["127.0.0.1/32"]
+
+[geo]
+country_db = "{country}"
+asn_db = "{asn}"
+
+[[access_rule]]
+id = "office"
+action = "allow"
+ip = ["198.51.100.7"]
+
+[[access_rule]]
+id = "blocked-ip"
+action = "block"
+ip = ["203.0.113.0/24"]
+
+[[access_rule]]
+id = "blocked-asn"
+action = "block"
+asn = [1221]
+
+[[access_rule]]
+id = "blocked-country"
+action = "block"
+country = ["SE"]
+
+[browser_check]
+id = "browser"
+block_empty_user_agent = true
+block_user_agents = ["(?i)sqlmap"]
+
+[hotlink]
+id = "hotlink"
+extensions = ["png"]
+
+[[legal_rule]]
+id = "takedown"
+expression = 'http.request.uri.path eq "/disputed" and ip.src.country eq "GB"'
+
+[[custom_rule]]
+id = "wordpress"
+action = "block"
+expression = 'http.request.uri.path matches "^/wp-(admin|login)" and not ip.src in {{10.0.0.0/8 192.168.0.0/16}}'
+
+[[rate_limit]]
+id = "burst"
+expression = 'http.request.uri.path eq "/limited"'
+characteristics = ["ip.src"]
+period = "2s"
+requests_per_period = 2
+"#,
+        country = geo.join("GeoIP2-Country-Test.mmdb").display(),
+        asn = geo.join("GeoLite2-ASN-Test.mmdb").display(),
+    );
+    Some(Edge::start(
+        "policy",
+        |l, a| policy(l, a, &o, &top, ""),
+        &[],
+    ))
+}
+
+/// A request as if from `client` (through the trusted proxy at 127.0.0.1), in JSON and in
+/// Markdown; both must carry `code`, and the JSON status must equal the HTTP status.
+fn refused(
+    edge: &Edge,
+    client: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    code: u16,
+    status: u16,
+) {
+    let http = reqwest::blocking::Client::builder()
+        .resolve("example.com", edge.addr)
+        .build()
+        .unwrap();
+    for accept in ["application/json", "text/markdown"] {
+        let mut request = http
+            .get(edge.url(path))
+            .header("x-forwarded-for", client)
+            .header("accept", accept);
+        if !headers
+            .iter()
+            .any(|(n, _)| n.eq_ignore_ascii_case("user-agent"))
+        {
+            request = request.header("user-agent", "e2e-test/1.0");
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().unwrap();
+        assert_eq!(
+            response.status().as_u16(),
+            status,
+            "{client} {path} ({accept})"
+        );
+        let body = response.text().unwrap();
+        let found = if accept == "application/json" {
+            let problem: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(problem["status"], status);
+            problem["error_code"].as_u64()
+        } else {
+            frontmatter(&body).0["error_code"].as_u64()
+        };
+        assert_eq!(
+            found,
+            Some(u64::from(code)),
+            "{client} {path} ({accept}): {body}"
+        );
+    }
+}
+
+fn allowed(edge: &Edge, client: &str, path: &str, headers: &[(&str, &str)]) {
+    let http = reqwest::blocking::Client::builder()
+        .resolve("example.com", edge.addr)
+        .build()
+        .unwrap();
+    let mut request = http
+        .get(edge.url(path))
+        .header("x-forwarded-for", client)
+        .header("user-agent", "e2e-test/1.0");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().unwrap();
+    assert_eq!(
+        response.status().as_u16(),
+        200,
+        "{client} {path} should reach the origin"
+    );
+    assert_eq!(response.headers()["x-origin"], "echo");
+}
+
+#[test]
+fn every_policy_code_through_the_edge() {
+    let origin = EchoOrigin::start();
+    let Some(edge) = edge(&origin) else { return };
+
+    refused(&edge, "203.0.113.5", "/", &[], 1006, 403);
+    refused(&edge, "1.128.0.1", "/", &[], 1005, 403);
+    refused(&edge, "89.160.20.112", "/", &[], 1009, 403);
+    refused(&edge, "192.0.2.10", "/", &[("user-agent", "")], 1010, 403);
+    refused(
+        &edge,
+        "192.0.2.10",
+        "/",
+        &[("user-agent", "sqlmap/1.7")],
+        1010,
+        403,
+    );
+    refused(
+        &edge,
+        "192.0.2.10",
+        "/img/logo.png",
+        &[("referer", "https://elsewhere.test/page")],
+        1011,
+        403,
+    );
+    refused(&edge, "81.2.69.142", "/disputed", &[], 1026, 451);
+    refused(&edge, "192.0.2.10", "/wp-login.php", &[], 1020, 403);
+
+    allowed(&edge, "192.0.2.10", "/", &[]);
+    allowed(
+        &edge,
+        "192.0.2.10",
+        "/img/logo.png",
+        &[("referer", "http://example.com/page")],
+    );
+    // The legal rule applies to GB only: elsewhere the disputed page is served.
+    allowed(&edge, "192.0.2.10", "/disputed", &[]);
+}
+
+#[test]
+fn allow_rules_skip_blocks_and_custom_rules() {
+    let origin = EchoOrigin::start();
+    let Some(edge) = edge(&origin) else { return };
+    allowed(&edge, "198.51.100.7", "/wp-login.php", &[]);
+}
+
+#[test]
+fn the_deciding_rule_is_logged() {
+    let origin = EchoOrigin::start();
+    let Some(edge) = edge(&origin) else { return };
+    refused(&edge, "89.160.20.112", "/", &[], 1009, 403);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !edge.log().contains("blocked-country") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no log line names the rule:\n{}",
+            edge.log()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_spoofed_forwarded_for_from_an_untrusted_peer_changes_nothing() {
+    let origin = EchoOrigin::start();
+    let Some(edge) = edge(&origin) else { return };
+    // 127.0.0.2 is not a trusted proxy: its X-Forwarded-For claiming a blocked country is ignored.
+    let untrusted = reqwest::blocking::Client::builder()
+        .resolve("example.com", edge.addr)
+        .local_address(Some("127.0.0.2".parse::<IpAddr>().unwrap()))
+        .build()
+        .unwrap();
+    let response = untrusted
+        .get(edge.url("/"))
+        .header("x-forwarded-for", "89.160.20.112")
+        .header("user-agent", "e2e-test/1.0")
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let echo: Value = response.json().unwrap();
+    assert_eq!(
+        echo["headers"]["x-forwarded-for"], "89.160.20.112, 127.0.0.2",
+        "the origin sees the real peer appended"
+    );
+    // The same header from the trusted proxy is believed.
+    refused(&edge, "89.160.20.112", "/", &[], 1009, 403);
+}
+
+#[test]
+fn a_rate_limit_refuses_then_admits_after_its_retry_after() {
+    let origin = EchoOrigin::start();
+    let Some(edge) = edge(&origin) else { return };
+    let http = reqwest::blocking::Client::builder()
+        .resolve("example.com", edge.addr)
+        .build()
+        .unwrap();
+    let send = || {
+        http.get(edge.url("/limited"))
+            .header("x-forwarded-for", "192.0.2.77")
+            .header("user-agent", "e2e-test/1.0")
+            .header("accept", "application/json")
+            .send()
+            .unwrap()
+    };
+    assert_eq!(send().status().as_u16(), 200);
+    assert_eq!(send().status().as_u16(), 200);
+    let over = send();
+    assert_eq!(over.status().as_u16(), 429);
+    let retry_after: u64 = over.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let problem: Value = over.json().unwrap();
+    assert_eq!(problem["error_code"], 1015);
+    assert_eq!(problem["retry_after"], retry_after, "body and header agree");
+    assert!(
+        (1..=2).contains(&retry_after),
+        "the limiter's real wait within a 2 s period, got {retry_after}"
+    );
+    // Another client is not affected by this client's limit.
+    let other = http
+        .get(edge.url("/limited"))
+        .header("x-forwarded-for", "192.0.2.78")
+        .header("user-agent", "e2e-test/1.0")
+        .send()
+        .unwrap();
+    assert_eq!(other.status().as_u16(), 200);
+    // Markdown says the same wait.
+    let md = http
+        .get(edge.url("/limited"))
+        .header("x-forwarded-for", "192.0.2.77")
+        .header("user-agent", "e2e-test/1.0")
+        .header("accept", "text/markdown")
+        .send()
+        .unwrap();
+    assert_eq!(md.status().as_u16(), 429);
+    let md_retry: u64 = md.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        frontmatter(&md.text().unwrap()).0["retry_after"].as_u64(),
+        Some(md_retry)
+    );
+    // Honest: after waiting what the last answer said, the request is admitted.
+    std::thread::sleep(Duration::from_secs(md_retry));
+    assert_eq!(
+        send().status().as_u16(),
+        200,
+        "admitted after Retry-After seconds"
+    );
+}
