@@ -310,3 +310,67 @@ fn a_rate_limit_refuses_then_admits_after_its_retry_after() {
         "admitted after Retry-After seconds"
     );
 }
+
+#[test]
+fn rate_limit_state_survives_a_reload_of_an_unchanged_rule() {
+    let origin = EchoOrigin::start();
+    let o = origin.addr.to_string();
+    let rule = "[[rate_limit]]\nid = \"slow\"\ncharacteristics = [\"ip.src\"]\nperiod = \"60s\"\nrequests_per_period = 1\n";
+    let edge = Edge::start("limit-reload", |l, a| policy(l, a, &o, rule, ""), &[]);
+    let http = client(&edge);
+    assert_eq!(
+        http.get(edge.url("/")).send().unwrap().status().as_u16(),
+        200
+    );
+    assert_eq!(
+        http.get(edge.url("/")).send().unwrap().status().as_u16(),
+        429
+    );
+
+    // Reload with another rule added and this one untouched: the client stays limited.
+    let config = std::fs::read_to_string(&edge.config).unwrap();
+    let extra = "\n[[custom_rule]]\nid = \"unrelated\"\naction = \"block\"\nexpression = 'http.request.uri.path eq \"/never\"'\n";
+    std::fs::write(&edge.config, format!("{config}{extra}")).unwrap();
+    edge.signal("HUP");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while http
+        .get(edge.url("/never"))
+        .send()
+        .unwrap()
+        .status()
+        .as_u16()
+        != 403
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reload did not apply:\n{}",
+            edge.log()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let after = http
+        .get(edge.url("/"))
+        .header("accept", "application/json")
+        .send()
+        .unwrap();
+    assert_eq!(
+        after.status().as_u16(),
+        429,
+        "the limiter's count survived the reload"
+    );
+
+    // Changing the rule itself starts it afresh.
+    let changed = std::fs::read_to_string(&edge.config)
+        .unwrap()
+        .replace("requests_per_period = 1", "requests_per_period = 5");
+    std::fs::write(&edge.config, changed).unwrap();
+    edge.signal("HUP");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while http.get(edge.url("/")).send().unwrap().status().as_u16() != 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the changed rule did not start afresh"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
