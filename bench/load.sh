@@ -19,6 +19,8 @@ for tool in wrk nginx; do
 done
 
 work=$(mktemp -d)
+# nginx's workers run as an unprivileged user: let them read the page.
+chmod 755 "$work"
 pids=()
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
@@ -74,7 +76,7 @@ origin = "127.0.0.1:$origin_port"
 EOF
 RUST_LOG=warn "$target/release/signpost" run --config "$work/policy.toml" --threads 1 2>"$work/signpost.log" &
 pids+=($!)
-"$target/release/examples/bare_proxy" "127.0.0.1:$bare_port" "127.0.0.1:$origin_port" 2>"$work/bare.log" &
+"$target/release/examples/bare_proxy" "127.0.0.1:$bare_port" "127.0.0.1:$origin_port" 1 2>"$work/bare.log" &
 pids+=($!)
 wait_port "$signpost_port"; wait_port "$bare_port"; wait_port "$nginx_proxy_port"
 
@@ -88,7 +90,7 @@ run() { # name url [header...]
   rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
   p50=$(awk '$1=="50%" {print $2}' <<<"$out")
   p99=$(awk '$1=="99%" {print $2}' <<<"$out")
-  non2xx=$(awk '/Non-2xx/ {print $5}' <<<"$out")
+  non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
   printf '| %-40s | %10s | %8s | %8s | %8s |\n' "$name" "$rps" "$p50" "$p99" "${non2xx:-0}"
 }
 
@@ -96,7 +98,7 @@ run() { # name url [header...]
   echo
   echo "### $(date -u +%Y-%m-%dT%H:%MZ), ${seconds}s per row, ${connections} connections, $(nproc) cores"
   echo
-  echo "Command: \`bench/load.sh $seconds $connections\` (wrk -t1; each proxy given one worker thread where it has the option)"
+  echo "Command: \`bench/load.sh $seconds $connections\` (wrk -t1; nginx, the bare Pingora proxy and signpost each run one worker thread)"
   echo
   echo "| target | req/s | p50 | p99 | non-2xx |"
   echo "|---|---|---|---|---|"

@@ -1,7 +1,7 @@
 //! The baseline for `bench/load.sh`: a bare Pingora proxy to one origin, with no policy, no
 //! problem rendering and no logging, so that the load test shows what signpost's own work costs.
 //!
-//! `cargo run --release -p signpost --example bare_proxy -- <listen addr> <origin addr>`
+//! `cargo run --release -p signpost --example bare_proxy -- <listen addr> <origin addr> [threads]`
 
 use async_trait::async_trait;
 use pingora::prelude::*;
@@ -29,7 +29,10 @@ fn main() {
         .expect("usage: bare_proxy <listen> <origin>")
         .parse()
         .expect("origin must be ip:port");
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = args
+        .next()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     let mut server = Server::new_with_opt_and_conf(
         None,
         ServerConf {
