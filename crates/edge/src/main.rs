@@ -5,7 +5,9 @@
 
 mod admin;
 mod commands;
+mod facts;
 mod metrics;
+mod origin;
 mod pipeline;
 mod ray;
 mod reload;

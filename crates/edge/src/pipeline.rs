@@ -5,6 +5,8 @@
 //! ```text
 //! request_filter ── /cdn-cgi/error/<code> ─────────────────────────────► problem (never forwarded)
 //!      │
+//!      ├─ TLS SNI ≠ Host ───────────────────────────────────────────────► problem (1013)
+//!      │
 //!      ├─ policy.decide(facts) ── Refuse{code} ─────────────────────────► problem (1xxx)
 //!      │
 //!      └─ Proxy ─► upstream_peer (resolve origin; 1016) ─► upstream_request_filter (X-Forwarded-*)
@@ -14,7 +16,7 @@
 //! logging: one access line per request, whatever happened.
 //! ```
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -26,10 +28,12 @@ use pingora::proxy::FailToProxy;
 use signpost_policy::{RequestFacts, Verdict, Zone};
 use signpost_problem::{Format, Problem};
 
+use crate::facts::{host_without_port, peer_ip, request_host};
 use crate::metrics::Metrics;
+use crate::origin::resolve;
 use crate::ray::RayId;
 use crate::reload::Loaded;
-use crate::rescue::{ORIGIN_DNS_ERROR, Rescue, rescue};
+use crate::rescue::{Rescue, rescue};
 
 /// Where the edge answers `/cdn-cgi/error/<code>` itself, on every host.
 const ERROR_PAGE_PREFIX: &str = "/cdn-cgi/error";
@@ -404,78 +408,5 @@ fn error_page(path: &str) -> Option<&'static signpost_problem::CatalogEntry> {
         None if rest.is_empty() => Some(signpost_problem::not_found()),
         // `/cdn-cgi/errors` and the like are ordinary paths.
         None => None,
-    }
-}
-
-/// The host the client asked for: the URI authority (HTTP/2, absolute-form) or the Host header.
-/// Bytes that are not UTF-8 are replaced, never rejected: the renderers escape what remains.
-fn request_host(session: &Session) -> String {
-    let req = session.req_header();
-    if let Some(authority) = req.uri.authority() {
-        return authority.as_str().to_string();
-    }
-    req.headers
-        .get(http::header::HOST)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        .unwrap_or_default()
-}
-
-/// The zone name shown in problems: the host without its port (`[::1]:8080` → `[::1]`).
-fn host_without_port(host: &str) -> &str {
-    match host.rsplit_once(':') {
-        Some((name, port))
-            if !port.is_empty()
-                && port.bytes().all(|b| b.is_ascii_digit())
-                && !name.ends_with(':') =>
-        {
-            name
-        }
-        _ => host,
-    }
-}
-
-fn peer_ip(session: &Session) -> IpAddr {
-    session
-        .client_addr()
-        .and_then(|a| a.as_inet())
-        .map_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED), |a| a.ip())
-}
-
-/// Resolves the origin's name; a failure or a timeout is the origin's DNS error (1016).
-async fn resolve(host: &str, port: u16, timeout: std::time::Duration) -> Result<SocketAddr> {
-    let literal = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    if let Ok(ip) = literal.parse::<IpAddr>() {
-        return Ok(SocketAddr::new(ip, port));
-    }
-    match tokio::time::timeout(timeout, tokio::net::lookup_host((host, port))).await {
-        Ok(Ok(mut addrs)) => addrs
-            .next()
-            .ok_or_else(|| Error::explain(ORIGIN_DNS_ERROR, format!("{host} has no addresses"))),
-        Ok(Err(err)) => Err(Error::because(
-            ORIGIN_DNS_ERROR,
-            format!("resolving {host}"),
-            err,
-        )),
-        Err(_) => Err(Error::explain(
-            ORIGIN_DNS_ERROR,
-            format!("resolving {host} timed out"),
-        )),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::host_without_port;
-
-    #[test]
-    fn zone_name_drops_only_a_numeric_port() {
-        assert_eq!(host_without_port("example.com:8080"), "example.com");
-        assert_eq!(host_without_port("example.com"), "example.com");
-        assert_eq!(host_without_port("[::1]:8080"), "[::1]");
-        assert_eq!(host_without_port("a: b"), "a: b");
-        assert_eq!(host_without_port("::1"), "::1");
     }
 }
