@@ -71,7 +71,9 @@ mod rules;
 pub use compiled::CompiledPolicy;
 pub use decision::{Decision, RequestFacts, Verdict, codes};
 pub use error::{Location, PolicyError, Problem, ProblemKind};
-pub use expr::{MAX_EXPRESSION_LEN, MAX_NESTING, MAX_REGEX_SIZE};
+pub use expr::{
+    Expression, ExpressionError, MAX_EXPRESSION_LEN, MAX_NESTING, MAX_REGEX_SIZE, ParsedExpression,
+};
 pub use policy::{
     BrandingConfig, DEFAULT_ADMIN, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LISTEN, DEFAULT_READ_TIMEOUT,
     DEFAULT_WRITE_TIMEOUT, Listener, Origin, TlsFiles, Zone,

@@ -110,6 +110,14 @@ fn node(n: &Node, cx: &Cx<'_>) -> bool {
         Node::Xor(a, b) => node(a, cx) != node(b, cx),
         Node::Not(a) => !node(a, cx),
         Node::Truthy(v) => matches!(val(v, cx), V::Bool(true)),
+        Node::Cmp(op @ (Ord6::Eq | Ord6::Ne), a, b) => {
+            // Equality compares lengths first; most comparisons fail there without a memcmp.
+            let equal = match (val(a, cx), val(b, cx)) {
+                (V::Str(x), V::Str(y)) => str_eq(&x, &y),
+                (x, y) => x == y,
+            };
+            equal == (*op == Ord6::Eq)
+        }
         Node::Cmp(op, a, b) => {
             let (a, b) = (val(a, cx), val(b, cx));
             let ord = match (&a, &b) {
@@ -135,6 +143,14 @@ fn node(n: &Node, cx: &Cx<'_>) -> bool {
         Node::InInt(a, set) => matches!(val(a, cx), V::Int(n) if set.contains(&n)),
         Node::InIp(a, table) => matches!(val(a, cx), V::Ip(ip) if table.contains(ip)),
     }
+}
+
+/// String equality that settles most cases on the length and first byte without calling memcmp.
+#[inline]
+fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len()
+        && (a.is_empty() || (a[0] == b[0] && a[a.len() - 1] == b[b.len() - 1] && a == b))
 }
 
 fn val<'a>(v: &'a Val, cx: &'a Cx<'_>) -> V<'a> {

@@ -60,3 +60,75 @@ pub(crate) fn build(src: &str) -> Result<Filter, ExprError> {
 
 #[cfg(test)]
 mod tests;
+
+// === Public surface: checking and evaluating one expression on its own ===
+
+/// An error in a standalone expression: where (byte span in the expression) and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpressionError {
+    /// Byte span inside the expression text.
+    pub span: Range<usize>,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl std::fmt::Display for ExpressionError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}..{}: {}",
+            self.span.start, self.span.end, self.message
+        )
+    }
+}
+
+impl std::error::Error for ExpressionError {}
+
+impl From<ExprError> for ExpressionError {
+    fn from(e: ExprError) -> Self {
+        ExpressionError {
+            span: e.span,
+            message: e.message,
+        }
+    }
+}
+
+/// A rule expression after parsing (syntax only), before type checking.
+#[derive(Debug, Clone)]
+pub struct ParsedExpression(parse::Expr);
+
+impl ParsedExpression {
+    /// Parses an expression, within [`MAX_EXPRESSION_LEN`] and [`MAX_NESTING`].
+    pub fn parse(src: &str) -> Result<ParsedExpression, ExpressionError> {
+        if src.len() > MAX_EXPRESSION_LEN {
+            return Err(ExprError::new(
+                0..src.len(),
+                format!("expression is longer than {MAX_EXPRESSION_LEN} bytes"),
+            )
+            .into());
+        }
+        Ok(ParsedExpression(parse::parse(src)?))
+    }
+
+    /// Type-checks and compiles it.
+    pub fn compile(&self) -> Result<Expression, ExpressionError> {
+        Ok(Expression(compile(&self.0)?))
+    }
+}
+
+/// A compiled rule expression, evaluated without geo databases (country reads as empty,
+/// ASN as 0). Policies compile their expressions themselves; this is for tools and benchmarks.
+#[derive(Debug, Clone)]
+pub struct Expression(Filter);
+
+impl Expression {
+    /// Whether the request matches, with `client_ip` as `ip.src`.
+    pub fn matches(&self, facts: &crate::RequestFacts<'_>, client_ip: std::net::IpAddr) -> bool {
+        self.0.matches(&Cx::new(
+            facts,
+            crate::compiled::canonical(client_ip),
+            None,
+            None,
+        ))
+    }
+}
