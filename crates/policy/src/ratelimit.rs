@@ -38,7 +38,9 @@ struct Entry {
 
 impl Entry {
     fn expires_at(&self, period: u64) -> u64 {
-        (self.window_start + period).max(self.blocked_until)
+        self.window_start
+            .saturating_add(period)
+            .max(self.blocked_until)
     }
 }
 
@@ -151,7 +153,7 @@ impl Limiter {
         if now < entry.blocked_until {
             return Outcome::Limited(Duration::from_millis(entry.blocked_until - now));
         }
-        if now >= entry.window_start + period {
+        if now >= entry.window_start.saturating_add(period) {
             entry.window_start = now;
             entry.count = 0;
         }
@@ -161,12 +163,17 @@ impl Limiter {
         }
         if self.mitigation > 0 {
             // Blocked for the mitigation time, then a fresh window: the retry time is exact.
-            entry.blocked_until = now + self.mitigation;
+            entry.blocked_until = now.saturating_add(self.mitigation);
             entry.window_start = entry.blocked_until;
             entry.count = 0;
             Outcome::Limited(Duration::from_millis(self.mitigation))
         } else {
-            Outcome::Limited(Duration::from_millis(entry.window_start + period - now))
+            Outcome::Limited(Duration::from_millis(
+                entry
+                    .window_start
+                    .saturating_add(period)
+                    .saturating_sub(now),
+            ))
         }
     }
 
@@ -270,6 +277,31 @@ mod tests {
         );
         assert_eq!(retry_secs(Duration::from_millis(1)), 1);
         assert_eq!(l.hit(k, t0 + Duration::from_secs(60)), Outcome::Allowed);
+    }
+
+    #[test]
+    fn huge_periods_and_time_going_backwards_do_not_overflow() {
+        let l = Limiter::new(Duration::MAX, 1, Duration::MAX, 10, String::new());
+        let t0 = Instant::now() + Duration::from_secs(5);
+        let k = key(&l, "a");
+        assert_eq!(l.hit(k, t0), Outcome::Allowed);
+        assert!(matches!(l.hit(k, t0), Outcome::Limited(_)));
+        assert!(matches!(
+            l.hit(k, t0 - Duration::from_secs(5)),
+            Outcome::Limited(_)
+        ));
+        let l = Limiter::new(
+            Duration::from_secs(10),
+            1,
+            Duration::ZERO,
+            10,
+            String::new(),
+        );
+        assert_eq!(l.hit(k, t0), Outcome::Allowed);
+        assert!(matches!(
+            l.hit(k, t0 - Duration::from_secs(4)),
+            Outcome::Limited(_)
+        ));
     }
 
     #[test]

@@ -720,3 +720,35 @@ country = ["AU"]
         "private: no record"
     );
 }
+
+// === robustness ===
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(500))]
+
+    /// Whatever a client sends, `decide` answers (no panic), using the shipped example policy.
+    #[test]
+    fn decide_never_panics(
+        host in ".{0,80}",
+        uri in ".{0,120}",
+        xff in "[0-9a-f.:, \\[\\]]{0,60}",
+        ua in "[ -~]{0,60}",
+        referer in "[ -~]{0,60}",
+        peer in proptest::prelude::any::<std::net::IpAddr>(),
+    ) {
+        use std::sync::OnceLock;
+        static POLICY: OnceLock<CompiledPolicy> = OnceLock::new();
+        let p = POLICY.get_or_init(|| {
+            let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/example.toml");
+            CompiledPolicy::load(&path, None).unwrap()
+        });
+        let mut headers = http::HeaderMap::new();
+        for (k, v) in [("x-forwarded-for", &xff), ("user-agent", &ua), ("referer", &referer)] {
+            if let Ok(v) = http::HeaderValue::from_str(v) {
+                headers.insert(k, v);
+            }
+        }
+        let facts = RequestFacts { peer, host: &host, method: "GET", uri: &uri, tls: false, sni: None, headers: &headers };
+        let _ = p.decide(&facts, Instant::now());
+    }
+}
