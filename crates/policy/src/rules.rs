@@ -14,7 +14,7 @@ use serde_spanned::Spanned;
 
 use crate::decision::{Decision, Verdict, codes};
 use crate::error::{Diagnostics, ProblemKind, did_you_mean};
-use crate::expr::{self, Cx, ExprError, Filter};
+use crate::expr::{self, Cx, ExprError, Filter, FilterIndex};
 use crate::file::PolicyFile;
 use crate::geo::{AsnDb, Country, CountryDb, country_code};
 use crate::host::{HostPattern, HostTable};
@@ -632,6 +632,8 @@ pub(crate) struct Rules {
     zone_hosts: Vec<HostTable>,
     legal: Vec<(Arc<str>, Filter)>,
     custom: Vec<CustomRule>,
+    /// Which custom rules can match a request, so that the others are not evaluated.
+    custom_index: FilterIndex,
     pub(crate) rate: Vec<RateRule>,
     pub(crate) descriptions: HashMap<Arc<str>, String>,
 }
@@ -718,6 +720,7 @@ impl Rules {
             hotlink: spec.hotlink,
             zone_hosts,
             legal: spec.legal,
+            custom_index: FilterIndex::new(spec.custom.iter().map(|r| &r.filter)),
             custom: spec.custom,
             rate,
             descriptions: spec.descriptions,
@@ -795,9 +798,11 @@ impl Rules {
             }
         }
 
-        // Phase: custom rules, first match in file order.
+        // Phase: custom rules, first match in file order. The index only leaves out rules that
+        // cannot match, and yields the others in file order.
         if !skip_security {
-            for r in &self.custom {
+            for i in self.custom_index.candidates(cx) {
+                let r = &self.custom[i];
                 if !r.filter.matches(cx) {
                     continue;
                 }

@@ -180,7 +180,17 @@ fn val<'a>(v: &'a Val, cx: &'a Cx<'_>) -> V<'a> {
 }
 
 fn field<'a>(f: &'a Field, cx: &'a Cx<'_>) -> V<'a> {
-    let s: &'a str = match f {
+    match f {
+        Field::IpSrc => V::Ip(cx.client_ip),
+        Field::Asn => V::Int(cx.asn().map_or(0, i64::from)),
+        Field::Ssl => V::Bool(cx.facts.tls),
+        _ => V::Str(Cow::Borrowed(field_str(f, cx))),
+    }
+}
+
+/// A string field's value, borrowed; non-string fields read as empty.
+pub(crate) fn field_str<'a>(f: &'a Field, cx: &'a Cx<'_>) -> &'a str {
+    match f {
         Field::Host => cx.host,
         Field::Method => cx.facts.method,
         Field::Uri => cx.facts.uri,
@@ -194,9 +204,6 @@ fn field<'a>(f: &'a Field, cx: &'a Cx<'_>) -> V<'a> {
         Field::Referer => cx.header(http::header::REFERER),
         Field::Cookie => cx.header(http::header::COOKIE),
         Field::Header(name) => cx.header(name),
-        Field::IpSrc => return V::Ip(cx.client_ip),
-        Field::Asn => return V::Int(cx.asn().map_or(0, i64::from)),
-        Field::Ssl => return V::Bool(cx.facts.tls),
         Field::Country => {
             // Borrowed from the cached code: no allocation per comparison.
             let cached: &'a Option<Country> = cx.country.get_or_init(|| cx.lookup_country());
@@ -205,6 +212,6 @@ fn field<'a>(f: &'a Field, cx: &'a Cx<'_>) -> V<'a> {
                 .and_then(|c| std::str::from_utf8(c).ok())
                 .unwrap_or("")
         }
-    };
-    V::Str(Cow::Borrowed(s))
+        Field::IpSrc | Field::Asn | Field::Ssl => "",
+    }
 }

@@ -7,6 +7,7 @@
 
 mod compile;
 mod eval;
+mod index;
 mod lex;
 mod parse;
 
@@ -14,6 +15,7 @@ use std::ops::Range;
 
 pub(crate) use compile::{Filter, compile};
 pub(crate) use eval::Cx;
+pub(crate) use index::FilterIndex;
 pub use parse::MAX_NESTING;
 
 /// Longest expression accepted, in bytes.
@@ -58,6 +60,8 @@ pub(crate) fn build(src: &str) -> Result<Filter, ExprError> {
     compile(&ast)
 }
 
+#[cfg(test)]
+mod index_tests;
 #[cfg(test)]
 mod tests;
 
