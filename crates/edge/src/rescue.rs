@@ -86,3 +86,33 @@ mod tests {
         assert_eq!(rescue(&e), Rescue::ClientGone);
     }
 }
+
+#[cfg(test)]
+mod catalog_coverage {
+    use signpost_policy::codes;
+
+    /// Every code the edge can raise, from the policy, the pipeline or the rescue table, has a
+    /// catalog entry, so no answer falls back to the generic 500.
+    #[test]
+    fn every_code_the_edge_raises_is_in_the_catalog() {
+        let policy = [
+            codes::DNS_RESOLUTION_ERROR,
+            codes::DIRECT_IP_ACCESS,
+            codes::ASN_BANNED,
+            codes::IP_BANNED,
+            codes::COUNTRY_BANNED,
+            codes::BROWSER_SIGNATURE_BANNED,
+            codes::HOTLINKING_DENIED,
+            codes::RATE_LIMITED,
+            codes::FIREWALL_RULE_BLOCKED,
+            codes::LEGAL_BLOCK,
+        ];
+        let edge = [1013, 1016, 500, 502, 520, 521, 522, 523, 524, 525, 526];
+        for code in policy.into_iter().chain(edge) {
+            assert!(
+                signpost_problem::lookup(code).is_some(),
+                "{code} is not in the catalog"
+            );
+        }
+    }
+}
