@@ -303,3 +303,39 @@ fn json_access_log_carries_the_ray_id() {
         thread::sleep(Duration::from_millis(50));
     }
 }
+
+#[test]
+fn watch_reloads_when_the_file_changes() {
+    let origin = EchoOrigin::start();
+    let o = origin.addr.to_string();
+    let edge = Edge::start(
+        "watch",
+        |l, a| policy_with_hosts(l, a, &o, &["example.com"]),
+        &["--watch"],
+    );
+    let http = client(&edge);
+    let www = format!("http://www.example.com:{}/", edge.addr.port());
+    assert_eq!(status_of(&http, &www), 409);
+    // Written elsewhere and renamed over the old file, as editors and config managers do.
+    let next = edge.config.with_extension("next");
+    std::fs::write(
+        &next,
+        policy_with_hosts(
+            edge.addr,
+            edge.admin,
+            &o,
+            &["example.com", "www.example.com"],
+        ),
+    )
+    .unwrap();
+    std::fs::rename(&next, &edge.config).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while status_of(&http, &www) != 200 {
+        assert!(
+            Instant::now() < deadline,
+            "--watch did not pick up the change:\n{}",
+            edge.log()
+        );
+        thread::sleep(Duration::from_millis(50));
+    }
+}
