@@ -212,32 +212,43 @@ fn collect_anchored(hir: &Hir, out: &mut Vec<Vec<u8>>) -> Option<()> {
 /// Filter numbers, as `u32` to keep the lists small.
 type Ids = Vec<u32>;
 
-/// Prefix tests on one field: a byte trie whose nodes list the filters whose literal ends there.
+/// Equality and prefix tests on one field, answered by one walk down a byte trie (no hashing;
+/// a value that shares no prefix with any literal stops after a byte or two).
 #[derive(Debug, Default)]
 struct Trie {
-    /// Node 0 is the root; each node's edges are sorted by byte.
-    nodes: Vec<(Vec<(u8, u32)>, Ids)>,
+    /// Node 0 is the root.
+    nodes: Vec<TrieNode>,
+}
+
+#[derive(Debug, Default)]
+struct TrieNode {
+    /// Sorted by byte.
+    edges: Vec<(u8, u32)>,
+    /// Filters that need the value to start with the bytes leading here.
+    prefix: Ids,
+    /// Filters that need the value to be exactly the bytes leading here.
+    exact: Ids,
 }
 
 impl Trie {
-    fn insert(&mut self, key: &[u8], id: u32) {
+    fn node_for(&mut self, key: &[u8]) -> &mut TrieNode {
         if self.nodes.is_empty() {
-            self.nodes.push(Default::default());
+            self.nodes.push(TrieNode::default());
         }
         let mut at = 0usize;
         for &b in key {
             let next = self.nodes.len() as u32;
-            let edges = &mut self.nodes[at].0;
+            let edges = &mut self.nodes[at].edges;
             at = match edges.binary_search_by_key(&b, |e| e.0) {
                 Ok(i) => edges[i].1 as usize,
                 Err(i) => {
                     edges.insert(i, (b, next));
-                    self.nodes.push(Default::default());
+                    self.nodes.push(TrieNode::default());
                     next as usize
                 }
             };
         }
-        self.nodes[at].1.push(id);
+        &mut self.nodes[at]
     }
 
     fn walk(&self, value: &[u8], bits: &mut [u64]) {
@@ -245,19 +256,23 @@ impl Trie {
             return;
         };
         for &b in value {
-            set_all(bits, &node.1);
-            match node.0.binary_search_by_key(&b, |e| e.0) {
-                Ok(i) => node = &self.nodes[node.0[i].1 as usize],
+            set_all(bits, &node.prefix);
+            match node.edges.binary_search_by_key(&b, |e| e.0) {
+                Ok(i) => node = &self.nodes[node.edges[i].1 as usize],
                 Err(_) => return,
             }
         }
-        set_all(bits, &node.1);
+        set_all(bits, &node.prefix);
+        set_all(bits, &node.exact);
     }
 }
 
 /// Substring tests on one field, all answered by one scan.
 #[derive(Debug)]
 struct Substrings {
+    /// Answers "may any pattern be here?" quickly: see `quick_patterns`.
+    any: AhoCorasick,
+    /// Overlapping search finds every pattern that occurs, for the rare value that has one.
     finder: AhoCorasick,
     /// Per pattern, the filters that need it.
     ids: Vec<Ids>,
@@ -270,14 +285,23 @@ impl Substrings {
         if patterns.is_empty() {
             return None;
         }
-        let finder = AhoCorasick::builder()
-            .match_kind(MatchKind::Standard)
+        let build = |kind| {
+            AhoCorasick::builder()
+                .match_kind(kind)
+                .ascii_case_insensitive(fold)
+                .build(patterns.iter().map(|p| p.0.as_bytes()))
+                // Cannot fail for a few short literals; if it ever did, the caller keeps every
+                // filter that needed them as a candidate.
+                .ok()
+        };
+        let any = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostFirst)
             .ascii_case_insensitive(fold)
-            .build(patterns.iter().map(|p| p.0.as_bytes()))
-            // Cannot fail for a few short literals; if it ever did, `None` would make the
-            // index unusable, so the caller keeps every filter as a candidate instead.
+            .build(quick_patterns(&patterns, fold))
             .ok()?;
+        let finder = build(MatchKind::Standard)?;
         Some(Substrings {
+            any,
             finder,
             ids: patterns.into_iter().map(|p| p.1).collect(),
             fold,
@@ -292,7 +316,7 @@ impl Substrings {
             return;
         }
         // Most requests contain none of the patterns: a plain search settles that quickly.
-        if !self.finder.is_match(value) {
+        if !self.any.is_match(value) {
             return;
         }
         for m in self.finder.find_overlapping_iter(value) {
@@ -301,12 +325,49 @@ impl Substrings {
     }
 }
 
+/// Shorter stand-ins for `patterns`, for a first check: a value containing a pattern contains
+/// that pattern's prefix. Rule sets often share a stem (`BadBot/1`, `BadBot/2`...); one stem is
+/// searched far faster than many patterns, whose rare bytes may be common in real values (`/` in a
+/// user agent). The prefixes are as long as possible without making more distinct ones than
+/// 4-byte prefixes would.
+fn quick_patterns(patterns: &[(Box<str>, Ids)], fold: bool) -> Vec<Vec<u8>> {
+    let prefixes = |len: usize| {
+        let mut out: Vec<Vec<u8>> = patterns
+            .iter()
+            .map(|(p, _)| {
+                let p = &p.as_bytes()[..len.min(p.len())];
+                if fold {
+                    p.to_ascii_lowercase()
+                } else {
+                    p.to_vec()
+                }
+            })
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    };
+    let longest = patterns.iter().map(|(p, _)| p.len()).max().unwrap_or(0);
+    let short = 4.min(longest);
+    let want = prefixes(short).len();
+    // Distinct prefixes only grow with their length: find the longest length that keeps `want`.
+    let (mut lo, mut hi) = (short, longest);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if prefixes(mid).len() == want {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    prefixes(lo)
+}
+
 /// Every test on one field.
 #[derive(Debug)]
 struct FieldTests {
     field: Field,
-    exact: HashMap<Box<str>, Ids>,
-    prefix: Trie,
+    trie: Trie,
     contains: Option<Substrings>,
     contains_folded: Option<Substrings>,
 }
@@ -317,16 +378,22 @@ pub(crate) struct FilterIndex {
     /// Filters without a usable condition, as a bit set over filter numbers.
     always: Vec<u64>,
     fields: Vec<FieldTests>,
-    /// Filters that need a header to be present, by header.
-    headers: HashMap<HeaderName, Ids>,
+    /// Filters that need a header to be present, by header, in first-use order.
+    headers: Vec<(HeaderName, Ids)>,
+    /// Positions in `headers`, when there are too many to search one by one.
+    header_pos: HashMap<HeaderName, usize>,
 }
+
+/// Up to this many header names are searched one by one (a few byte comparisons each), which is
+/// cheaper than hashing every header name of the request.
+const HEADER_SCAN: usize = 16;
 
 impl FilterIndex {
     /// Indexes `filters`; candidates are numbered by their position in it.
     pub(crate) fn new<'f>(filters: impl IntoIterator<Item = &'f Filter>) -> FilterIndex {
         let mut always = Vec::new();
         let mut by_field: Vec<(Field, Vec<(Atom, u32)>)> = Vec::new();
-        let mut headers: HashMap<HeaderName, Ids> = HashMap::new();
+        let mut headers: Vec<(HeaderName, Ids)> = Vec::new();
         let mut count = 0u32;
         for (i, f) in filters.into_iter().enumerate() {
             let id = u32::try_from(i).expect("fewer than 2^32 filters");
@@ -342,7 +409,10 @@ impl FilterIndex {
                 let field = match &atom {
                     Atom::Exact(f, _) | Atom::Prefix(f, _) | Atom::Contains(f, _, _) => f.clone(),
                     Atom::Header(h) => {
-                        push_id(headers.entry(h.clone()).or_default(), id);
+                        match headers.iter_mut().find(|(n, _)| n == h) {
+                            Some((_, ids)) => push_id(ids, id),
+                            None => headers.push((h.clone(), vec![id])),
+                        }
                         continue;
                     }
                 };
@@ -357,16 +427,15 @@ impl FilterIndex {
         for (field, atoms) in by_field {
             let mut t = FieldTests {
                 field,
-                exact: HashMap::new(),
-                prefix: Trie::default(),
+                trie: Trie::default(),
                 contains: None,
                 contains_folded: None,
             };
             let mut subs: [Vec<(Box<str>, Ids)>; 2] = Default::default();
             for (atom, id) in atoms {
                 match atom {
-                    Atom::Exact(_, s) => push_id(t.exact.entry(s).or_default(), id),
-                    Atom::Prefix(_, p) => t.prefix.insert(&p, id),
+                    Atom::Exact(_, s) => push_id(&mut t.trie.node_for(s.as_bytes()).exact, id),
+                    Atom::Prefix(_, p) => push_id(&mut t.trie.node_for(&p).prefix, id),
                     Atom::Contains(_, s, fold) => {
                         let list = &mut subs[usize::from(fold)];
                         match list.iter_mut().find(|(p, _)| *p == s) {
@@ -395,10 +464,20 @@ impl FilterIndex {
             }
             fields.push(t);
         }
+        let header_pos = if headers.len() > HEADER_SCAN {
+            headers
+                .iter()
+                .enumerate()
+                .map(|(i, (n, _))| (n.clone(), i))
+                .collect()
+        } else {
+            HashMap::new()
+        };
         FilterIndex {
             always,
             fields,
             headers,
+            header_pos,
         }
     }
 
@@ -408,10 +487,7 @@ impl FilterIndex {
         let words = bits.as_mut();
         for t in &self.fields {
             let value = field_str(&t.field, cx);
-            if let Some(ids) = t.exact.get(value) {
-                set_all(words, ids);
-            }
-            t.prefix.walk(value.as_bytes(), words);
+            t.trie.walk(value.as_bytes(), words);
             if let Some(s) = &t.contains {
                 s.scan(value, words);
             }
@@ -421,11 +497,16 @@ impl FilterIndex {
         }
         if !self.headers.is_empty() {
             let present = cx.facts.headers;
-            // Whichever side is smaller drives the lookups.
             if present.keys_len() < self.headers.len() {
+                // A request has fewer headers than the rules name: look up each of its own.
                 for name in present.keys() {
-                    if let Some(ids) = self.headers.get(name) {
-                        set_all(words, ids);
+                    let at = if self.header_pos.is_empty() {
+                        self.headers.iter().position(|(n, _)| n == name)
+                    } else {
+                        self.header_pos.get(name).copied()
+                    };
+                    if let Some(i) = at {
+                        set_all(words, &self.headers[i].1);
                     }
                 }
             } else {

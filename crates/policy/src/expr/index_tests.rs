@@ -391,3 +391,39 @@ fn many_filters_spill_past_the_inline_bit_set() {
     want.sort();
     assert_eq!(candidates_for(&filters, "GET", "/p700"), want);
 }
+
+#[test]
+fn many_header_rules_are_looked_up_by_name() {
+    let filters: Vec<Filter> = (0..40)
+        .map(|i| build(&format!(r#"http.request.headers["x-h{i}"] ne """#)).unwrap())
+        .chain([build(r#"http.user_agent ne """#).unwrap()])
+        .collect();
+    let index = FilterIndex::new(&filters);
+    for few in [true, false] {
+        let mut headers = http::HeaderMap::new();
+        headers.insert("user-agent", "a".parse().unwrap());
+        headers.insert("x-h7", "b".parse().unwrap());
+        headers.insert("x-h33", "".parse().unwrap());
+        if !few {
+            // More request headers than rule headers: the rules' names drive the lookups.
+            for j in 0..50 {
+                headers.insert(
+                    http::HeaderName::from_bytes(format!("x-other{j}").as_bytes()).unwrap(),
+                    "c".parse().unwrap(),
+                );
+            }
+        }
+        let peer: IpAddr = "192.0.2.1".parse().unwrap();
+        let facts = RequestFacts {
+            peer,
+            host: "h",
+            method: "GET",
+            uri: "/",
+            tls: false,
+            sni: None,
+            headers: &headers,
+        };
+        let cx = Cx::new(&facts, peer, None, None);
+        assert_eq!(index.candidates(&cx).collect::<Vec<_>>(), vec![7, 33, 40]);
+    }
+}
