@@ -5,8 +5,8 @@
 //! equals `"/x"`, starts with `"/wp-"`, the method is one of a set, the user agent contains
 //! `"BadBot"`. Such a test is a *necessary condition*: when it fails, the rule cannot match. The
 //! index collects one necessary condition per filter (an any-of list of literal tests), reads each
-//! field the conditions mention once per request, answers all tests on that field at once (a hash
-//! lookup, a byte trie, one Aho-Corasick scan), and yields the filters whose condition held, plus
+//! field the conditions mention once per request, answers all tests on that field at once (one
+//! walk down a byte trie for equality and prefixes, one Aho-Corasick scan for substrings), and yields the filters whose condition held, plus
 //! the filters that have no usable condition, in their original order. The caller still evaluates
 //! each candidate in full, so the index only ever skips filters that would have returned false:
 //! order and first-match semantics are unchanged.
