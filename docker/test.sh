@@ -78,6 +78,7 @@ cleanup() {
         fi
         "${compose_cmd[@]}" down --volumes --remove-orphans >/dev/null 2>&1
     fi
+    for pid in "${root_pids[@]}"; do kill "$pid" 2>/dev/null; done
     for c in "${containers[@]}"; do docker rm -f "$c" >/dev/null 2>&1; done
     for n in "${networks[@]}"; do docker network rm "$n" >/dev/null 2>&1; done
     if ((rc == 0)); then
@@ -87,10 +88,25 @@ cleanup() {
     fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+root_pids=()
+
+# Containers and networks left by an earlier run that was killed (its pid is gone).
+sweep_stale() {
+    local name pid
+    for name in $( (docker ps -a --format '{{.Names}}'; docker network ls --format '{{.Name}}') \
+        | grep -E '^signpost-?test-?[0-9]+' || true); do
+        pid=$(sed -E 's/^signpost-?test-?([0-9]+).*/\1/' <<<"$name")
+        kill -0 "$pid" 2>/dev/null && continue
+        docker rm -f "$name" >/dev/null 2>&1 || docker network rm "$name" >/dev/null 2>&1 || true
+    done
+}
 
 # ---------------------------------------------------------------------------------------------
 log "preflight"
 docker info >/dev/null 2>&1 || die "no Docker engine answers (docker info)"
+sweep_stale
 for tool in git cargo rustc curl python3 tar sha256sum; do
     command -v "$tool" >/dev/null || die "missing tool: $tool"
 done
@@ -151,7 +167,6 @@ ensure_debootstrap() {
 # debootstrap a minbase root into $work/roots/$1 with the extra packages $2 (comma list), in the
 # background; wait_roots waits for all of them. Each root has its own .deb cache, kept between
 # runs, so that two debootstraps can run at once.
-root_pids=()
 root_names=()
 start_root() {
     local name=$1 include=$2 dir=$work/roots/$1
@@ -312,7 +327,8 @@ mkdir -p "$ctx/.cargo"
 log "docker build -t $image (classic builder; log: docker/.build/build.log)"
 build_start=$SECONDS
 if ! docker build -t "$image" -f "$ctx/Dockerfile" "$ctx" 2>&1 | tee "$work/build.log" \
-    | grep --line-buffered -E '^(Step [0-9]+/|Successfully (built|tagged)|error(\[|:)| +Finished )' \
+    | sed -u 's/\x1b\[[0-9;]*m//g' \
+    | grep --line-buffered -E '^(Sending build context|Step [0-9]+/|Successfully (built|tagged)|error(\[|:)| +Finished )' \
     | sed -u 's/^/    /' >&2; then
     tail -n 40 "$work/build.log" >&2
     die "docker build failed"
