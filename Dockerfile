@@ -51,6 +51,10 @@ COPY --from=build /out/signpost /usr/local/bin/signpost
 # The default policy: mount your own over it (-v ./policy.toml:/etc/signpost/policy.toml:ro).
 COPY config/default.toml /etc/signpost/policy.toml
 
+LABEL org.opencontainers.image.title="signpost" \
+      org.opencontainers.image.description="An edge reverse proxy on Pingora that answers its own errors in HTML, JSON or Markdown" \
+      org.opencontainers.image.licenses="Apache-2.0"
+
 USER 10001:10001
 EXPOSE 8080
 

@@ -336,6 +336,17 @@ fi
 grep -q '^Successfully tagged' "$work/build.log" || { tail -n 40 "$work/build.log" >&2; die "docker build failed"; }
 ok "built $image in $((SECONDS - build_start)) s: $(docker image inspect -f '{{.Size}}' "$image" | awk '{printf "%.1f MB", $1/1e6}')"
 
+# Earlier builds leave untagged images (old signpost:test, old build stages, ~0.6 GB each). Remove
+# those made from the stand-ins (they carry the stand-in label), but not the layers of this build,
+# which are the cache of the next one.
+keep=$(sed 's/\x1b\[[0-9;]*m//g' "$work/build.log" | grep -oE -- '---> [0-9a-f]{12}' | awk '{print $2}')
+removed=0
+for id in $(docker images -q -f dangling=true -f "label=$stand_in_label" | sort -u); do
+    grep -qx "$id" <<<"$keep" && continue
+    docker rmi "$id" >/dev/null 2>&1 && removed=$((removed + 1))
+done
+((removed == 0)) || ok "removed $removed untagged image(s) of earlier builds"
+
 if [[ ${SIGNPOST_TEST_BUILD_ONLY:-0} == 1 ]]; then
     exit 0
 fi
