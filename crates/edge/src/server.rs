@@ -118,8 +118,11 @@ fn parse_origin(value: &str) -> anyhow::Result<(String, u16)> {
 fn init_logging(format: LogFormat) {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colour only for a person at a terminal: in containers and log files escape codes are noise.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(ansi)
         .with_writer(std::io::stderr);
     // Pingora logs through the `log` crate; tracing-subscriber's default features forward it.
     let _ = match format {
