@@ -7,6 +7,10 @@ use async_trait::async_trait;
 use pingora::prelude::*;
 use pingora::server::configuration::ServerConf;
 
+// The same allocator as signpost, so that the comparison measures the edge's work, not malloc.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 struct Bare {
     origin: std::net::SocketAddr,
 }

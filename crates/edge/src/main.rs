@@ -20,6 +20,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
+/// mimalloc instead of the system allocator: a proxy allocates and frees small buffers for every
+/// request (headers, bodies, futures), and glibc's malloc spent about 15% of a proxied request's
+/// CPU time under load (`perf`, bench/load.sh); see bench/README.md for the figures.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// An edge reverse proxy that answers its own errors as HTML, RFC 9457 JSON or Markdown.
 #[derive(Parser, Debug)]
 #[command(name = "signpost", version, about, propagate_version = true)]
