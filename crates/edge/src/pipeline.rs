@@ -30,7 +30,7 @@ use signpost_problem::{Format, Problem};
 
 use crate::facts::{host_without_port, peer_ip, request_host};
 use crate::metrics::Metrics;
-use crate::origin::resolve;
+use crate::origin::OriginResolver;
 use crate::ray::RayId;
 use crate::reload::Loaded;
 use crate::rescue::{Rescue, rescue};
@@ -45,6 +45,8 @@ pub struct Edge {
     /// `--origin` from the command line: replaces every zone's origin address.
     pub origin_override: Option<(String, u16)>,
     pub metrics: Arc<Metrics>,
+    /// Origin names resolved recently, so that a request does not wait for DNS.
+    resolver: OriginResolver,
 }
 
 /// What one request learned on its way through the pipeline; `logging` reports it.
@@ -75,6 +77,7 @@ impl Edge {
             policy,
             origin_override,
             metrics,
+            resolver: OriginResolver::default(),
         }
     }
 
@@ -247,7 +250,10 @@ impl ProxyHttp for Edge {
             Some((host, port)) => (host.as_str(), *port),
             None => (zone.origin.host.as_str(), zone.origin.port),
         };
-        let addr = resolve(host, port, zone.connect_timeout).await?;
+        let addr = self
+            .resolver
+            .resolve(host, port, zone.connect_timeout)
+            .await?;
         let mut peer = HttpPeer::new(addr, zone.origin.tls, zone.origin.sni.clone());
         peer.options.connection_timeout = Some(zone.connect_timeout);
         peer.options.read_timeout = Some(zone.read_timeout);
