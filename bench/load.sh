@@ -5,7 +5,8 @@
 #   bench/load.sh [seconds per run, default 10] [connections, default 32]
 #
 # What it measures: requests per second and latency through each proxy for a small static
-# response, and signpost answering edge errors itself (/cdn-cgi/error/1015 as JSON, a host no
+# response, signpost with the default policy and with the criterion benchmark's realistic one,
+# and signpost answering edge errors itself (/cdn-cgi/error/1015 as JSON, a host no
 # zone serves). What it leaves out: TLS, large bodies, and an isolated machine: wrk, the proxy
 # and the origin share this machine's cores, so compare rows of one run, not runs of different
 # days. Results are appended to bench/results.md with the command line.
@@ -39,6 +40,7 @@ wait_port() {
 }
 
 origin_port=$(free_port); signpost_port=$(free_port); admin_port=$(free_port); bare_port=$(free_port); nginx_proxy_port=$(free_port)
+real_port=$(free_port); real_admin_port=$(free_port)
 
 # The origin: nginx serving a 612-byte page, with keepalive.
 mkdir -p "$work/www" "$work/tmp"
@@ -76,9 +78,18 @@ origin = "127.0.0.1:$origin_port"
 EOF
 RUST_LOG=warn "$target/release/signpost" run --config "$work/policy.toml" --threads 1 2>"$work/signpost.log" &
 pids+=($!)
+# The realistic policy of the criterion benchmark (10,000 CIDRs, geo rules when ../shared has the
+# databases, 100 custom rules, 3 rate limits), in front of the same origin.
+{
+  echo "listen = [\"127.0.0.1:$real_port\"]"
+  echo "admin = \"127.0.0.1:$real_admin_port\""
+  cargo run --release --locked -q -p signpost-bench --example realistic_policy | sed "s/127.0.0.1:8000/127.0.0.1:$origin_port/"
+} > "$work/realistic.toml"
+RUST_LOG=warn "$target/release/signpost" run --config "$work/realistic.toml" --threads 1 2>"$work/realistic.log" &
+pids+=($!)
 "$target/release/examples/bare_proxy" "127.0.0.1:$bare_port" "127.0.0.1:$origin_port" 1 2>"$work/bare.log" &
 pids+=($!)
-wait_port "$signpost_port"; wait_port "$bare_port"; wait_port "$nginx_proxy_port"
+wait_port "$signpost_port"; wait_port "$bare_port"; wait_port "$nginx_proxy_port"; wait_port "$real_port"
 
 run() { # name url [header...]
   local name=$1 url=$2
@@ -106,6 +117,7 @@ run() { # name url [header...]
   run "nginx proxy" "http://127.0.0.1:$nginx_proxy_port/index.html"
   run "bare Pingora proxy" "http://127.0.0.1:$bare_port/index.html"
   run "signpost proxy (default checks)" "http://localhost:$signpost_port/index.html"
+  run "signpost proxy (realistic policy)" "http://127.0.0.1:$real_port/index.html" "Host: example.com" "User-Agent: wrk"
   run "signpost /cdn-cgi/error/1015 JSON" "http://localhost:$signpost_port/cdn-cgi/error/1015" "Accept: application/json"
   run "signpost 1001 unknown host, Markdown" "http://127.0.0.1:$signpost_port/" "Host: unknown.test" "Accept: text/markdown"
 } | tee -a bench/results.md
