@@ -154,3 +154,66 @@ fn ip_literal_host_without_a_zone_gets_1003() {
     assert_eq!(response.status().as_u16(), 403);
     assert!(response.text().unwrap().contains("1003"));
 }
+
+#[test]
+fn behind_a_trusted_proxy_the_chain_keeps_every_hop() {
+    let origin = EchoOrigin::start();
+    let o = origin.addr.to_string();
+    let top = "[client_ip]\ntrusted_proxies = [\"127.0.0.1/32\"]\n";
+    let edge = Edge::start("xff-trusted", |l, a| policy(l, a, &o, top, ""), &[]);
+    let mut stream = TcpStream::connect(edge.addr).unwrap();
+    // Two X-Forwarded-For lines are one list (RFC 9110 section 5.3).
+    let response = raw_exchange(
+        &mut stream,
+        b"GET / HTTP/1.1\r\nHost: example.com\r\nX-Forwarded-For: 6.6.6.6\r\nX-Forwarded-For: 198.51.100.7\r\n\r\n",
+    );
+    assert_eq!(response.status, 200);
+    let echo: Value = serde_json::from_slice(&response.body).unwrap();
+    assert_eq!(
+        echo["headers"]["x-forwarded-for"], "6.6.6.6, 198.51.100.7, 127.0.0.1",
+        "the proxy hop stays, the client is not doubled"
+    );
+    assert_eq!(
+        echo["headers"]["cf-connecting-ip"], "198.51.100.7",
+        "the client the trusted proxy named"
+    );
+}
+
+#[test]
+fn repeated_accept_lines_are_one_list() {
+    let (_origin, edge) = edge();
+    let mut stream = TcpStream::connect(edge.addr).unwrap();
+    let response = raw_exchange(
+        &mut stream,
+        b"GET /cdn-cgi/error/1015 HTTP/1.1\r\nHost: example.com\r\nAccept: text/plain;q=0.5\r\nAccept: application/json\r\n\r\n",
+    );
+    assert_eq!(
+        response.header("content-type"),
+        Some("application/json; charset=utf-8")
+    );
+}
+
+#[test]
+fn request_text_cannot_forge_access_log_fields() {
+    let (_origin, edge) = edge();
+    let mut stream = TcpStream::connect(edge.addr).unwrap();
+    let response = raw_exchange(
+        &mut stream,
+        b"GET /cdn-cgi/error/1020 HTTP/1.1\r\nHost: x status=200 rule=evil\r\nAccept: application/json\r\n\r\n",
+    );
+    assert_eq!(response.status, 403);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !edge.log().contains("x%20status%3D200%20rule%3Devil") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the hostile Host is not escaped in:\n{}",
+            edge.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        !edge.log().contains("rule=evil"),
+        "a forged field reached the log:\n{}",
+        edge.log()
+    );
+}

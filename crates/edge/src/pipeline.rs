@@ -28,7 +28,7 @@ use pingora::proxy::FailToProxy;
 use signpost_policy::{RequestFacts, Verdict, Zone};
 use signpost_problem::{Format, Problem};
 
-use crate::facts::{host_without_port, peer_ip, request_host};
+use crate::facts::{LogSafe, forwarded_for, host_without_port, peer_ip, request_host};
 use crate::metrics::Metrics;
 use crate::origin::OriginResolver;
 use crate::ray::RayId;
@@ -112,13 +112,7 @@ impl Edge {
         entry: &'static signpost_problem::CatalogEntry,
         retry_after: Option<u32>,
     ) -> Result<()> {
-        let format = signpost_problem::negotiate(
-            session
-                .req_header()
-                .headers
-                .get(http::header::ACCEPT)
-                .map(|v| v.as_bytes()),
-        );
+        let format = signpost_problem::negotiate(crate::facts::accept(session).as_deref());
         let host = request_host(session);
         let zone_name = host_without_port(&host);
         let ray = ctx.ray_id.to_hex();
@@ -198,7 +192,9 @@ impl ProxyHttp for Edge {
         //    routed by one name under a certificate chosen for another is refused.
         let host = request_host(session);
         if let Some(sni) = crate::tls::client_sni(session.digest())
-            && !host_without_port(&host).eq_ignore_ascii_case(sni)
+            && !host_without_port(&host)
+                .trim_end_matches('.')
+                .eq_ignore_ascii_case(sni.trim_end_matches('.'))
         {
             self.answer(session, ctx, 1013, None).await?;
             return Ok(true);
@@ -287,16 +283,9 @@ impl ProxyHttp for Edge {
         upstream: &mut RequestHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        let client = ctx.client_ip.unwrap_or_else(|| peer_ip(session));
-        let forwarded_for = match upstream
-            .headers
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
-        {
-            Some(previous) if !previous.trim().is_empty() => format!("{previous}, {client}"),
-            _ => client.to_string(),
-        };
-        upstream.insert_header("x-forwarded-for", forwarded_for)?;
+        let peer = peer_ip(session);
+        let client = ctx.client_ip.unwrap_or(peer);
+        upstream.insert_header("x-forwarded-for", forwarded_for(session, peer))?;
         let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
         upstream.insert_header("x-forwarded-proto", if tls { "https" } else { "http" })?;
         upstream.insert_header("cf-connecting-ip", client.to_string())?;
@@ -394,8 +383,8 @@ impl ProxyHttp for Edge {
             ray_id = %ctx.ray_id,
             client = %ctx.client_ip.unwrap_or_else(|| peer_ip(session)),
             method = %req.method,
-            host = %host,
-            path = %req.uri.path(),
+            host = %LogSafe(&host),
+            path = %LogSafe(req.uri.path()),
             status,
             error_code = ctx.error_code.unwrap_or(0),
             format,
