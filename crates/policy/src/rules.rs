@@ -773,7 +773,7 @@ impl Rules {
             let bad = if ua.trim().is_empty() {
                 b.block_empty
             } else {
-                b.agents.as_ref().is_some_and(|set| set.is_match(ua))
+                b.agents.as_ref().is_some_and(|set| set.is_match(&ua))
             };
             if bad {
                 return refuse(
@@ -863,7 +863,8 @@ impl Rules {
         {
             return false;
         }
-        let referer = cx.header(http::header::REFERER).trim();
+        let referer = cx.header(http::header::REFERER);
+        let referer = referer.trim();
         if referer.is_empty() {
             // No Referer: a direct visit or a privacy setting, not evidence of hotlinking.
             return false;

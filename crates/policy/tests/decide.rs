@@ -316,6 +316,11 @@ block_user_agents = ["(?i)sqlmap", "^curl/"]
         refused(1010)
     );
     assert_eq!(req("1.2.3.4", "/").decide(&p, now).verdict, Verdict::Proxy);
+    // A second User-Agent line is seen too (the lines are joined with ", ").
+    let mut two = req("1.2.3.4", "/");
+    two.headers
+        .append("user-agent", "sqlmap/1.7".parse().unwrap());
+    assert_eq!(two.decide(&p, now).verdict, refused(1010));
 
     let lenient = format!("[browser_check]\nblock_empty_user_agent = false\n{ZONE}");
     let p = compile(&lenient, Path::new("."));

@@ -68,13 +68,37 @@ impl<'r> Cx<'r> {
             .get_or_init(|| self.asn_db.and_then(|db| db.lookup(self.client_ip)))
     }
 
-    /// A header's first value as text; missing or non-UTF-8 headers read as empty.
-    pub(crate) fn header(&self, name: impl http::header::AsHeaderName) -> &'r str {
-        self.facts
-            .headers
-            .get(name)
-            .and_then(|v| std::str::from_utf8(v.as_bytes()).ok())
-            .unwrap_or("")
+    /// A header as text: repeated lines joined with ", " (RFC 9110 §5.3). Missing headers read
+    /// as empty. Borrowed when there is one line; allocates only to join several.
+    pub(crate) fn header(&self, name: impl http::header::AsHeaderName) -> Cow<'r, str> {
+        self.header_joined(name, ", ")
+    }
+
+    /// The Cookie header: repeated lines (HTTP/2 sends one per cookie) joined with "; ".
+    pub(crate) fn cookie(&self) -> Cow<'r, str> {
+        self.header_joined(http::header::COOKIE, "; ")
+    }
+
+    /// All lines of a header joined with `sep`; lines that are not UTF-8 are left out.
+    fn header_joined(&self, name: impl http::header::AsHeaderName, sep: &str) -> Cow<'r, str> {
+        let headers: &'r http::HeaderMap = self.facts.headers;
+        let mut values = headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| std::str::from_utf8(v.as_bytes()).ok());
+        let Some(first) = values.next() else {
+            return Cow::Borrowed("");
+        };
+        let Some(second) = values.next() else {
+            return Cow::Borrowed(first);
+        };
+        let mut joined = String::with_capacity(first.len() + sep.len() + second.len());
+        joined.push_str(first);
+        for v in std::iter::once(second).chain(values) {
+            joined.push_str(sep);
+            joined.push_str(v);
+        }
+        Cow::Owned(joined)
     }
 }
 
@@ -184,13 +208,14 @@ fn field<'a>(f: &'a Field, cx: &'a Cx<'_>) -> V<'a> {
         Field::IpSrc => V::Ip(cx.client_ip),
         Field::Asn => V::Int(cx.asn().map_or(0, i64::from)),
         Field::Ssl => V::Bool(cx.facts.tls),
-        _ => V::Str(Cow::Borrowed(field_str(f, cx))),
+        _ => V::Str(field_str(f, cx)),
     }
 }
 
-/// A string field's value, borrowed; non-string fields read as empty.
-pub(crate) fn field_str<'a>(f: &'a Field, cx: &'a Cx<'_>) -> &'a str {
-    match f {
+/// A string field's value; non-string fields read as empty. Borrowed except for a header sent
+/// on several lines, whose lines are joined.
+pub(crate) fn field_str<'a>(f: &'a Field, cx: &'a Cx<'_>) -> Cow<'a, str> {
+    Cow::Borrowed(match f {
         Field::Host => cx.host,
         Field::Method => cx.facts.method,
         Field::Uri => cx.facts.uri,
@@ -200,10 +225,10 @@ pub(crate) fn field_str<'a>(f: &'a Field, cx: &'a Cx<'_>) -> &'a str {
             let scheme = if cx.facts.tls { "https" } else { "http" };
             format!("{scheme}://{}{}", cx.facts.host, cx.facts.uri)
         }),
-        Field::UserAgent => cx.header(http::header::USER_AGENT),
-        Field::Referer => cx.header(http::header::REFERER),
-        Field::Cookie => cx.header(http::header::COOKIE),
-        Field::Header(name) => cx.header(name),
+        Field::UserAgent => return cx.header(http::header::USER_AGENT),
+        Field::Referer => return cx.header(http::header::REFERER),
+        Field::Cookie => return cx.cookie(),
+        Field::Header(name) => return cx.header(name),
         Field::Country => {
             // Borrowed from the cached code: no allocation per comparison.
             let cached: &'a Option<Country> = cx.country.get_or_init(|| cx.lookup_country());
@@ -213,5 +238,5 @@ pub(crate) fn field_str<'a>(f: &'a Field, cx: &'a Cx<'_>) -> &'a str {
                 .unwrap_or("")
         }
         Field::IpSrc | Field::Asn | Field::Ssl => "",
-    }
+    })
 }

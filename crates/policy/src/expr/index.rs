@@ -489,10 +489,10 @@ impl FilterIndex {
             let value = field_str(&t.field, cx);
             t.trie.walk(value.as_bytes(), words);
             if let Some(s) = &t.contains {
-                s.scan(value, words);
+                s.scan(&value, words);
             }
             if let Some(s) = &t.contains_folded {
-                s.scan(value, words);
+                s.scan(&value, words);
             }
         }
         if !self.headers.is_empty() {

@@ -87,6 +87,63 @@ fn fields() {
 }
 
 #[test]
+fn repeated_header_lines_are_all_seen() {
+    // HTTP/2 clients send each cookie as its own field; a rule must see every one of them.
+    let mut r = req();
+    r.headers.append("cookie", "admin=1".parse().unwrap());
+    r.headers.append("x-api-key", "K456".parse().unwrap());
+    r.headers
+        .append("user-agent", "sqlmap/1.7".parse().unwrap());
+    r.headers
+        .append("referer", "https://evil.example/".parse().unwrap());
+    assert!(eval_on(&r, r#"http.cookie contains "admin=1""#));
+    assert!(eval_on(
+        &r,
+        r#"http.cookie eq "session=abc; theme=dark; admin=1""#
+    ));
+    assert!(eval_on(
+        &r,
+        r#"http.request.headers["x-api-key"] eq "K123, K456""#
+    ));
+    assert!(eval_on(&r, r#"http.user_agent contains "sqlmap""#));
+    assert!(eval_on(
+        &r,
+        r#"http.user_agent eq "Mozilla/5.0 Test, sqlmap/1.7""#
+    ));
+    assert!(eval_on(&r, r#"http.referer contains "evil.example""#));
+    assert!(eval_on(&r, r#"len(http.cookie) eq 32"#));
+    // A line that is not UTF-8 is left out rather than hiding the others.
+    let mut r = req();
+    r.headers.remove("cookie");
+    r.headers
+        .append("cookie", http::HeaderValue::from_bytes(b"x=\xff").unwrap());
+    r.headers.append("cookie", "admin=1".parse().unwrap());
+    assert!(eval_on(&r, r#"http.cookie eq "admin=1""#));
+}
+
+#[test]
+fn single_header_line_is_borrowed() {
+    use std::borrow::Cow;
+    let r = req();
+    let facts = RequestFacts {
+        peer: r.peer,
+        host: r.host,
+        method: r.method,
+        uri: r.uri,
+        tls: r.tls,
+        sni: None,
+        headers: &r.headers,
+    };
+    let cx = Cx::new(&facts, r.peer, None, None);
+    assert!(matches!(
+        cx.cookie(),
+        Cow::Borrowed("session=abc; theme=dark")
+    ));
+    assert!(matches!(cx.header("x-api-key"), Cow::Borrowed("K123")));
+    assert!(matches!(cx.header("x-missing"), Cow::Borrowed("")));
+}
+
+#[test]
 fn comparison_operators() {
     for (src, want) in [
         ("len(http.request.method) eq 4", true),
