@@ -76,3 +76,81 @@ fn hostile_hosts_are_escaped_in_html() {
         assert!(text.contains(host), "{host}: the host is shown as text");
     }
 }
+
+/// The parser agents actually use (the contract names PyYAML's `safe_load`, YAML 1.1, where
+/// `yes`, `on` or `1_000` are not strings): every frontmatter value must read back as the same
+/// scalar there too. Skipped, loudly, where python3 with PyYAML is absent (`.ci/run` installs it).
+#[test]
+fn hostile_hosts_read_back_through_pyyaml_safe_load() {
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import yaml"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: python3 with PyYAML is not installed");
+        return;
+    }
+    let edge = edge();
+    let hosts: Vec<&str> = HOSTILE
+        .iter()
+        .copied()
+        .chain([
+            "on",
+            "no",
+            "1_000",
+            "0x1F",
+            "0o17",
+            "1e3",
+            "+1",
+            "~",
+            "null",
+            "2026-01-01",
+            "<<",
+            ".inf",
+        ])
+        .collect();
+    for host in hosts {
+        let response = ask(&edge, host, "text/markdown");
+        let body = String::from_utf8(response.body).unwrap();
+        let yaml = body
+            .strip_prefix("---\n")
+            .and_then(|rest| rest.split_once("\n---\n"))
+            .map(|(y, _)| y)
+            .unwrap();
+        let script = "import sys, json, yaml; d = yaml.safe_load(sys.stdin.read()); \
+                      print(json.dumps({k: [type(v).__name__, v if isinstance(v, (str, int, bool)) else repr(v)] for k, v in d.items()}))";
+        let mut child = std::process::Command::new("python3")
+            .args(["-c", script])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(yaml.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{host}: PyYAML could not load:\n{yaml}"
+        );
+        let parsed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(
+            parsed["zone"],
+            serde_json::json!(["str", host]),
+            "{host}: zone under PyYAML"
+        );
+        assert_eq!(
+            parsed["timestamp"][0], "str",
+            "{host}: the timestamp stays a string"
+        );
+        assert_eq!(
+            parsed["ray_id"][0], "str",
+            "{host}: the ray id stays a string"
+        );
+        assert_eq!(parsed["error_code"], serde_json::json!(["int", 1015]));
+        assert_eq!(parsed["retryable"], serde_json::json!(["bool", true]));
+    }
+}
