@@ -854,13 +854,10 @@ impl Rules {
     }
 
     fn is_hotlink(&self, h: &HotlinkSpec, cx: &Cx<'_>, zone: usize) -> bool {
-        let Some((_, ext)) = cx.path.rsplit_once('.') else {
+        let Some(ext) = path_extension(cx.path) else {
             return false;
         };
-        if ext.contains('/')
-            || ext.len() > 16
-            || !h.extensions.iter().any(|e| e.eq_ignore_ascii_case(ext))
-        {
+        if ext.len() > 16 || !h.extensions.iter().any(|e| e.eq_ignore_ascii_case(&ext)) {
             return false;
         }
         let referer = cx.header(http::header::REFERER);
@@ -906,6 +903,25 @@ fn lookup_country(
 }
 
 /// The host of a Referer URL (`https://user@host:port/path` → `host:port`); garbage gives "".
+/// The extension of a path's file name as the origin will see it: the last segment, without
+/// `;params` (`/a.png;jsessionid=1`), percent-decoded (`/a%2epng`). Borrowed unless the segment
+/// holds an escape.
+fn path_extension(path: &str) -> Option<std::borrow::Cow<'_, str>> {
+    use std::borrow::Cow;
+    fn file_name(path: &str) -> &str {
+        let last = path.rsplit('/').next().unwrap_or("");
+        last.split(';').next().unwrap_or("")
+    }
+    fn extension(name: &str) -> Option<&str> {
+        name.rsplit_once('.').map(|(_, ext)| ext)
+    }
+    match percent_encoding::percent_decode_str(file_name(path)).decode_utf8_lossy() {
+        Cow::Borrowed(name) => extension(name).map(Cow::Borrowed),
+        // An escaped `/` or `;` ends up in the name: take the file name again.
+        Cow::Owned(name) => extension(file_name(&name)).map(|e| Cow::Owned(e.to_owned())),
+    }
+}
+
 fn referer_host(referer: &str) -> &str {
     let Some((_, rest)) = referer.split_once("://") else {
         return "";
@@ -928,6 +944,26 @@ mod tests {
         assert_eq!(&text[map_string_offset(text, 4..9, 2)..][..1], "y");
         let text = "e = '''\nab\ncd'''";
         assert_eq!(&text[map_string_offset(text, 4..text.len(), 3)..][..1], "c");
+    }
+
+    #[test]
+    fn path_extensions() {
+        use std::borrow::Cow;
+        let ext = |p| path_extension(p).map(Cow::into_owned);
+        assert_eq!(ext("/a/cat.png").as_deref(), Some("png"));
+        assert!(matches!(
+            path_extension("/a/cat.png"),
+            Some(Cow::Borrowed("png"))
+        ));
+        assert_eq!(ext("/x%2epng").as_deref(), Some("png"));
+        assert_eq!(ext("/x%2EPNG").as_deref(), Some("PNG"));
+        assert_eq!(ext("/x.png;jsessionid=1").as_deref(), Some("png"));
+        assert_eq!(ext("/x.p%6Eg;a=b;c").as_deref(), Some("png"));
+        assert_eq!(ext("/x.png%3bjsessionid=1").as_deref(), Some("png"));
+        assert_eq!(ext("/dir.png/file"), None);
+        assert_eq!(ext("/dir.png;v=1/file"), None);
+        assert_eq!(ext("/dir.png%2ffile"), None);
+        assert_eq!(ext("/"), None);
     }
 
     #[test]

@@ -386,6 +386,20 @@ allowed_referers = ["*.partner.net"]
         img(Some("https://evil.org/"), "/dir.png/file").verdict,
         Verdict::Proxy
     );
+    // The extension is read as the origin reads it: decoded, without `;params`.
+    for uri in [
+        "/x%2epng",
+        "/x%2EPNG",
+        "/x.png;jsessionid=1",
+        "/a/x.jpg;v=2?q",
+        "/x.p%6eg",
+    ] {
+        assert_eq!(
+            img(Some("https://evil.org/"), uri).verdict,
+            refused(1011),
+            "{uri}"
+        );
+    }
 }
 
 // === custom rules ===
