@@ -14,8 +14,15 @@ use crate::rescue::ORIGIN_DNS_ERROR;
 /// The system resolver (`getaddrinfo`) does not say how long an answer is valid, so a fixed,
 /// short lifetime stands in for the record's TTL: long enough that a busy zone resolves its
 /// origin a few times a minute instead of on every request, short enough that an origin moved
-/// by DNS is followed within seconds. Failures are not kept: the next request asks again.
+/// by DNS is followed within seconds.
 const ADDRESS_LIFETIME: Duration = Duration::from_secs(30);
+
+/// How long a name that did not resolve is answered with 1016 without asking again: a zone whose
+/// origin name is broken would otherwise send every request to the resolver's thread pool.
+const FAILURE_LIFETIME: Duration = Duration::from_secs(5);
+
+/// An address (or `None`: the name did not resolve), and until when it may be used.
+type Answer = (Option<SocketAddr>, Instant);
 
 /// Resolves origin names, keeping each answer for [`ADDRESS_LIFETIME`].
 ///
@@ -23,7 +30,7 @@ const ADDRESS_LIFETIME: Duration = Duration::from_secs(30);
 /// map stays as small as the policy.
 #[derive(Default)]
 pub struct OriginResolver {
-    answers: Mutex<HashMap<(String, u16), (SocketAddr, Instant)>>,
+    answers: Mutex<HashMap<(String, u16), Answer>>,
 }
 
 impl OriginResolver {
@@ -38,20 +45,33 @@ impl OriginResolver {
             return Ok(SocketAddr::new(ip, port));
         }
         let key = (host.to_string(), port);
-        if let Some(addr) = self.cached(&key) {
-            return Ok(addr);
+        match self.cached(&key) {
+            Some(Some(addr)) => return Ok(addr),
+            Some(None) => {
+                return Err(Error::explain(
+                    ORIGIN_DNS_ERROR,
+                    format!("{host} did not resolve moments ago"),
+                ));
+            }
+            None => {}
         }
-        let addr = lookup(host, port, timeout).await?;
+        let result = lookup(host, port, timeout).await;
+        let (answer, lifetime) = match &result {
+            Ok(addr) => (Some(*addr), ADDRESS_LIFETIME),
+            Err(_) => (None, FAILURE_LIFETIME),
+        };
         if let Ok(mut answers) = self.answers.lock() {
-            answers.insert(key, (addr, Instant::now() + ADDRESS_LIFETIME));
+            answers.insert(key, (answer, Instant::now() + lifetime));
         }
-        Ok(addr)
+        result
     }
 
-    fn cached(&self, key: &(String, u16)) -> Option<SocketAddr> {
+    /// A fresh answer for `key`: `Some(Some(addr))`, `Some(None)` for a recent failure, or `None`
+    /// when the name must be looked up.
+    fn cached(&self, key: &(String, u16)) -> Option<Option<SocketAddr>> {
         let answers = self.answers.lock().ok()?;
-        let (addr, expires) = answers.get(key)?;
-        (Instant::now() < *expires).then_some(*addr)
+        let (answer, expires) = answers.get(key)?;
+        (Instant::now() < *expires).then_some(*answer)
     }
 }
 
@@ -101,23 +121,38 @@ mod tests {
             .block_on(resolver.resolve("localhost", 80, Duration::from_secs(5)))
             .unwrap();
         assert!(first.ip().is_loopback());
-        assert_eq!(resolver.cached(&("localhost".to_string(), 80)), Some(first));
+        assert_eq!(
+            resolver.cached(&("localhost".to_string(), 80)),
+            Some(Some(first))
+        );
         // A stale answer is not used.
         resolver
             .answers
             .lock()
             .unwrap()
-            .insert(("localhost".to_string(), 80), (first, Instant::now()));
+            .insert(("localhost".to_string(), 80), (Some(first), Instant::now()));
         assert_eq!(resolver.cached(&("localhost".to_string(), 80)), None);
     }
 
     #[test]
-    fn a_name_that_does_not_resolve_is_1016_and_not_kept() {
+    fn a_name_that_does_not_resolve_is_1016_for_a_few_seconds() {
         let resolver = OriginResolver::default();
-        let err = runtime()
+        let rt = runtime();
+        let err = rt
             .block_on(resolver.resolve("origin.invalid", 80, Duration::from_secs(5)))
             .unwrap_err();
         assert_eq!(*err.etype(), ORIGIN_DNS_ERROR);
-        assert!(resolver.answers.lock().unwrap().is_empty());
+        assert_eq!(
+            resolver.cached(&("origin.invalid".to_string(), 80)),
+            Some(None)
+        );
+        let again = rt
+            .block_on(resolver.resolve("origin.invalid", 80, Duration::from_secs(5)))
+            .unwrap_err();
+        assert_eq!(
+            *again.etype(),
+            ORIGIN_DNS_ERROR,
+            "the kept failure is still 1016"
+        );
     }
 }
