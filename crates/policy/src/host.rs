@@ -44,6 +44,27 @@ pub(crate) fn parse_host(host: &str) -> HostName<'_> {
     }
 }
 
+/// The Host as `http.host` shows it: without a `:port` or trailing dot, case as received. An IPv6
+/// literal keeps its brackets (`[2001:db8::1]:443` → `[2001:db8::1]`). Never allocates.
+pub(crate) fn host_without_port(host: &str) -> &str {
+    match parse_host(host) {
+        HostName::Name(name) => name,
+        HostName::Ip(IpAddr::V4(_)) => {
+            let t = host.trim();
+            let name = t.rsplit_once(':').map_or(t, |(name, _)| name);
+            name.strip_suffix('.').unwrap_or(name)
+        }
+        HostName::Ip(IpAddr::V6(_)) => {
+            let t = host.trim();
+            match t.find(']') {
+                Some(end) if t.starts_with('[') => &t[..=end],
+                // A bare IPv6 literal (not valid in Host) cannot carry a port.
+                _ => t,
+            }
+        }
+    }
+}
+
 /// Maps host patterns to zone indexes: exact names, `*.suffix` wildcards and the catch-all `*`.
 ///
 /// Precedence: an exact name wins over any wildcard, a longer wildcard suffix over a shorter one,
@@ -204,6 +225,18 @@ mod tests {
             assert_eq!(t.insert(&HostPattern::parse(p).unwrap(), *z), None);
         }
         t
+    }
+
+    #[test]
+    fn host_without_port_forms() {
+        assert_eq!(host_without_port("Example.com:8080"), "Example.com");
+        assert_eq!(host_without_port("192.0.2.1:8080"), "192.0.2.1");
+        assert_eq!(host_without_port("192.0.2.1"), "192.0.2.1");
+        assert_eq!(host_without_port("192.0.2.1.:80"), "192.0.2.1");
+        assert_eq!(host_without_port("[2001:db8::1]:443"), "[2001:db8::1]");
+        assert_eq!(host_without_port("[2001:db8::1]"), "[2001:db8::1]");
+        assert_eq!(host_without_port("2001:db8::1"), "2001:db8::1");
+        assert_eq!(host_without_port("[junk"), "[junk");
     }
 
     #[test]

@@ -471,6 +471,51 @@ mitigation_timeout = "30s"
 "#;
 
 #[test]
+fn host_characteristic_and_field_drop_the_port_of_ip_literals() {
+    let text = r#"
+[[rate_limit]]
+id = "per-host"
+expression = 'http.host eq "192.0.2.1" or http.host eq "[2001:db8::1]"'
+characteristics = ["http.host"]
+period = "10s"
+requests_per_period = 1
+mitigation_timeout = "30s"
+
+[[zone]]
+name = "direct"
+hosts = ["192.0.2.1", "2001:db8::1"]
+origin = "127.0.0.1:8000"
+"#;
+    let p = compile(text, Path::new("."));
+    let t0 = Instant::now();
+    let at = |host: &'static str| {
+        let mut r = req("1.2.3.4", "/");
+        r.host = host;
+        r
+    };
+    // The rule's expression matches with the port present, and both ports share one key.
+    assert_eq!(at("192.0.2.1:8080").decide(&p, t0).verdict, Verdict::Proxy);
+    assert_eq!(
+        at("192.0.2.1:9090").decide(&p, t0).verdict,
+        Verdict::Refuse {
+            code: 1015,
+            retry_after: Some(30)
+        }
+    );
+    assert_eq!(
+        at("[2001:db8::1]:443").decide(&p, t0).verdict,
+        Verdict::Proxy
+    );
+    assert_eq!(
+        at("[2001:db8::1]").decide(&p, t0).verdict,
+        Verdict::Refuse {
+            code: 1015,
+            retry_after: Some(30)
+        }
+    );
+}
+
+#[test]
 fn rate_limit_retry_after_comes_from_the_limiter() {
     let p = compile(&format!("{RATE}{ZONE}"), Path::new("."));
     let t0 = Instant::now();

@@ -34,10 +34,7 @@ impl<'r> Cx<'r> {
             Some((p, q)) => (p, q),
             None => (facts.uri, ""),
         };
-        let host = match crate::host::parse_host(facts.host) {
-            crate::host::HostName::Name(n) => n,
-            crate::host::HostName::Ip(_) => facts.host,
-        };
+        let host = crate::host::host_without_port(facts.host);
         Cx {
             facts,
             client_ip,

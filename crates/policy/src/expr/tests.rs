@@ -87,6 +87,19 @@ fn fields() {
 }
 
 #[test]
+fn host_drops_the_port_of_ip_literals() {
+    let mut r = req();
+    r.host = "192.0.2.1:8080";
+    assert!(eval_on(&r, r#"http.host eq "192.0.2.1""#));
+    r.host = "[2001:db8::1]:443";
+    assert!(eval_on(&r, r#"http.host eq "[2001:db8::1]""#));
+    assert!(eval_on(
+        &r,
+        r#"http.request.full_uri eq "https://[2001:db8::1]:443/wp-login.php?user=admin&x=1""#
+    ));
+}
+
+#[test]
 fn repeated_header_lines_are_all_seen() {
     // HTTP/2 clients send each cookie as its own field; a rule must see every one of them.
     let mut r = req();
