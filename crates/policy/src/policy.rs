@@ -230,10 +230,13 @@ fn validate_listeners(
         if let Some(addr) = check_addr(d, &l.addr) {
             let tls = l.tls.as_ref().map(|t| {
                 let t = t.get_ref();
-                TlsFiles {
+                let files = TlsFiles {
                     cert: base_dir.join(t.cert.get_ref()),
                     key: base_dir.join(t.key.get_ref()),
-                }
+                };
+                check_pem(d, &t.cert, &files.cert, PemKind::Certificate);
+                check_pem(d, &t.key, &files.key, PemKind::PrivateKey);
+                files
             });
             out.push(Listener { addr, tls });
         }
@@ -262,6 +265,58 @@ fn validate_listeners(
         }
     }
     out
+}
+
+/// What a TLS listener's PEM file must hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PemKind {
+    Certificate,
+    PrivateKey,
+}
+
+/// Checks that a listener's certificate or key file can be read and holds the right PEM block,
+/// so that `check` fails where `run` would. `value` is the path as written, `path` resolved.
+fn check_pem(d: &mut Diagnostics<'_>, value: &Spanned<String>, path: &Path, kind: PemKind) {
+    let what = match kind {
+        PemKind::Certificate => "TLS certificate",
+        PemKind::PrivateKey => "TLS private key",
+    };
+    let hint = || {
+        Path::new(value.get_ref())
+            .is_relative()
+            .then(|| "relative paths are resolved against the policy file's directory".to_owned())
+    };
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(e) => {
+            d.at_with_hint(
+                ProblemKind::Read,
+                span(value),
+                format!("cannot read {what} `{}`: {e}", value.get_ref()),
+                hint(),
+            );
+            return;
+        }
+    };
+    let text = String::from_utf8_lossy(&bytes);
+    let found = match kind {
+        PemKind::Certificate => text.contains("-----BEGIN CERTIFICATE-----"),
+        PemKind::PrivateKey => text.lines().any(|line| {
+            let line = line.trim();
+            line.starts_with("-----BEGIN ") && line.ends_with("PRIVATE KEY-----")
+        }),
+    };
+    if !found {
+        let block = match kind {
+            PemKind::Certificate => "`-----BEGIN CERTIFICATE-----`",
+            PemKind::PrivateKey => "`-----BEGIN ... PRIVATE KEY-----`",
+        };
+        d.at(
+            ProblemKind::Invalid,
+            span(value),
+            format!("{what} `{}` holds no PEM {block} block", value.get_ref()),
+        );
+    }
 }
 
 fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {

@@ -659,6 +659,52 @@ requests_per_period = 1
 // === databases ===
 
 #[test]
+fn tls_listener_files_are_checked_when_compiling() {
+    let dir = temp_dir();
+    std::fs::create_dir_all(dir.join("certs")).unwrap();
+    std::fs::write(
+        dir.join("certs/edge.pem"),
+        "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("certs/edge.key"),
+        "-----BEGIN EC PRIVATE KEY-----\nMHc\n-----END EC PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let text = format!(
+        r#"
+[[listener]]
+addr = "[::]:8443"
+tls = {{ cert = "certs/edge.pem", key = "certs/edge.key" }}
+{ZONE}"#
+    );
+    let p = compile(&text, &dir);
+    let tls = p.listeners()[0].tls.as_ref().expect("a TLS listener");
+    assert_eq!(tls.cert, dir.join("certs/edge.pem"));
+    assert_eq!(tls.key, dir.join("certs/edge.key"));
+
+    // A missing key is reported at its value, with the line.
+    std::fs::remove_file(dir.join("certs/edge.key")).unwrap();
+    let err = CompiledPolicy::from_toml(&text, "test.toml", &dir, None).unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.starts_with("test.toml:4:40: cannot read TLS private key `certs/edge.key`"),
+        "{msg}"
+    );
+    // Key and certificate swapped: neither holds the block it should.
+    let swapped = text.replace("edge.key", "edge.pem");
+    std::fs::write(
+        dir.join("certs/edge.key"),
+        "-----BEGIN PRIVATE KEY-----\nMC4\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
+    let swapped = swapped.replacen("certs/edge.pem", "certs/edge.key", 1);
+    let err = CompiledPolicy::from_toml(&swapped, "test.toml", &dir, None).unwrap_err();
+    assert_eq!(err.problems().len(), 2, "{err}");
+}
+
+#[test]
 fn missing_database_names_the_path_and_the_line() {
     let text = format!(
         "[geo]\ncountry_db = \"nope/country.mmdb\"\n\n[[access_rule]]\nid = \"x\"\naction = \"block\"\ncountry = [\"KP\"]\n{ZONE}"
