@@ -5,9 +5,7 @@
 //! ```text
 //! request_filter ── /cdn-cgi/error/<code> ─────────────────────────────► problem (never forwarded)
 //!      │
-//!      ├─ TLS SNI ≠ Host ───────────────────────────────────────────────► problem (1013)
-//!      │
-//!      ├─ policy.decide(facts) ── Refuse{code} ─────────────────────────► problem (1xxx)
+//!      ├─ policy.decide(facts) ── Refuse{code} ─────────────────────────► problem (1xxx, 1013 too)
 //!      │
 //!      └─ Proxy ─► upstream_peer (resolve origin; 1016) ─► upstream_request_filter (X-Forwarded-*)
 //!                     │                                         │
@@ -188,19 +186,9 @@ impl ProxyHttp for Edge {
             return Ok(true);
         }
 
-        // 2. Over TLS, the Host must name the server the handshake asked for (1013): a request
-        //    routed by one name under a certificate chosen for another is refused.
+        // 2. Client facts, then the policy's decision (its phases start with the TLS Host/SNI
+        //    check, 1013, and host routing).
         let host = request_host(session);
-        if let Some(sni) = crate::tls::client_sni(session.digest())
-            && !host_without_port(&host)
-                .trim_end_matches('.')
-                .eq_ignore_ascii_case(sni.trim_end_matches('.'))
-        {
-            self.answer(session, ctx, 1013, None).await?;
-            return Ok(true);
-        }
-
-        // 3. Client facts, then the policy's decision.
         let peer = peer_ip(session);
         let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
         let sni = crate::tls::client_sni(session.digest());
@@ -223,7 +211,7 @@ impl ProxyHttp for Edge {
             tracing::info!(ray_id = %ctx.ray_id, rule = %rule, client = %decision.client_ip, "log rule matched");
         }
 
-        // 4. Refused: answer with the code the policy chose.
+        // 3. Refused: answer with the code the policy chose.
         if let Verdict::Refuse { code, retry_after } = decision.verdict {
             self.answer(session, ctx, code, retry_after).await?;
             return Ok(true);

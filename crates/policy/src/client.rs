@@ -5,8 +5,8 @@ use std::net::IpAddr;
 use http::HeaderMap;
 use http::header::HeaderName;
 
-use crate::compiled::canonical;
 use crate::ipset::IpTable;
+use crate::ipset::canonical;
 
 /// Where trusted proxies put the client address.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,15 +1,15 @@
 //! `CompiledPolicy`: the policy ready to decide requests, built once per load or reload.
 
-use std::net::IpAddr;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::Instant;
 
 use crate::decision::{Decision, RequestFacts, Verdict, codes};
 use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
 use crate::expr::Cx;
-use crate::host::{HostName, HostTable, parse_host};
+use crate::host::{HostName, HostTable, host_without_port, parse_host};
 use crate::policy::{self, BrandingConfig, Listener, Zone};
-use crate::rules::Rules;
+use crate::rules::{self, Rules, Trust};
 
 /// A loaded policy: listeners, zones, branding and the compiled rules.
 ///
@@ -43,7 +43,8 @@ impl CompiledPolicy {
         let Some(file) = policy::parse(&mut d) else {
             return Err(d.into_error());
         };
-        let policy = policy::validate(file, &mut d, base_dir);
+        let policy = policy::validate(&file, &mut d, base_dir);
+        let rules = rules::validate(&file, &mut d, base_dir);
         let mut hosts = HostTable::default();
         for (i, zone) in policy.zones.iter().enumerate() {
             for (pattern, at) in &zone.patterns {
@@ -62,7 +63,7 @@ impl CompiledPolicy {
             return Err(d.into_error());
         }
         let previous_rate = previous.map_or(&[][..], |p| &p.rules.rate[..]);
-        let rules = Rules::compile(policy.rules, &policy.zones, previous_rate, &mut d);
+        let rules = Rules::compile(rules, &policy.zones, previous_rate, &mut d);
         if d.has_errors() {
             return Err(d.into_error());
         }
@@ -121,34 +122,55 @@ impl CompiledPolicy {
     }
 
     /// Decides one request. `now` drives the rate limiters (inject it in tests).
-    ///
-    /// The phases run in a fixed order; see `docs/policy.md`.
     pub fn decide(&self, facts: &RequestFacts<'_>, now: Instant) -> Decision {
-        let client_ip = self.rules.client_ip.resolve(facts.peer, facts.headers);
-        let zone = self.hosts.lookup(facts.host);
         let mut decision = Decision {
-            client_ip,
-            zone,
+            client_ip: self.rules.client_ip.resolve(facts.peer, facts.headers),
+            zone: None,
             verdict: Verdict::Proxy,
             rule_id: None,
             logged: Vec::new(),
         };
-        // Phase: host routing.
-        let Some(zone) = zone else {
-            decision.verdict = match parse_host(facts.host) {
-                HostName::Ip(_) => Verdict::refuse(codes::DIRECT_IP_ACCESS),
-                HostName::Name(_) => Verdict::refuse(codes::DNS_RESOLUTION_ERROR),
-            };
-            return decision;
-        };
-        let cx = Cx::new(
-            facts,
-            client_ip,
-            self.rules.country_db.as_ref(),
-            self.rules.asn_db.as_ref(),
-        );
-        self.rules.evaluate(&cx, zone, now, &mut decision);
+        // A phase that decides breaks out; the decision then holds its verdict.
+        let _ = self.phases(facts, now, &mut decision);
         decision
+    }
+
+    /// The policy's phases, in the order they run; the first to refuse decides. An access
+    /// `allow` vouches for the client, skipping the browser check and the custom rules; a custom
+    /// `allow` ends the phases. `docs/policy.md` draws the same list.
+    fn phases(&self, facts: &RequestFacts<'_>, now: Instant, d: &mut Decision) -> ControlFlow<()> {
+        tls_host_matches_sni(facts, d)?; // 1013
+        let zone = self.route(facts, d)?; // 1001, 1003
+        let r = &self.rules;
+        let cx = Cx::new(facts, d.client_ip, r.country_db.as_ref(), r.asn_db.as_ref());
+        let trust = r.access.check(&cx, d)?; // 1006, 1005, 1009
+        if let (Trust::Unknown, Some(browser)) = (trust, &r.browser) {
+            browser.check(&cx, d)?; // 1010
+        }
+        if let Some(hotlink) = &r.hotlink {
+            hotlink.check(&cx, r.zone_hosts.get(zone), d)?; // 1011
+        }
+        r.legal.check(&cx, d)?; // 1026
+        if trust == Trust::Unknown {
+            r.custom.check(&cx, d)?; // 1020
+        }
+        rules::check_rate_limits(&r.rate, &cx, now, d) // 1015
+    }
+
+    /// Host routing: the zone serving the Host; 1003 for an IP literal no zone lists, 1001 for
+    /// a name no zone serves.
+    fn route(&self, facts: &RequestFacts<'_>, d: &mut Decision) -> ControlFlow<(), usize> {
+        d.zone = self.hosts.lookup(facts.host);
+        match d.zone {
+            Some(zone) => ControlFlow::Continue(zone),
+            None => {
+                d.verdict = match parse_host(facts.host) {
+                    HostName::Ip(_) => Verdict::refuse(codes::DIRECT_IP_ACCESS),
+                    HostName::Name(_) => Verdict::refuse(codes::DNS_RESOLUTION_ERROR),
+                };
+                ControlFlow::Break(())
+            }
+        }
     }
 
     /// The `description` a rule was given, by rule id.
@@ -162,14 +184,21 @@ impl CompiledPolicy {
     }
 }
 
-/// IPv4-mapped IPv6 (`::ffff:a.b.c.d`) becomes plain IPv4, so rules and databases see one form.
-pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6(v6),
-        },
-        v4 => v4,
+/// Over TLS, the Host must name the server the handshake asked for (1013): a request routed by
+/// one name under a certificate chosen for another is refused. Case, a port and a trailing dot
+/// do not matter.
+fn tls_host_matches_sni(facts: &RequestFacts<'_>, d: &mut Decision) -> ControlFlow<()> {
+    let Some(sni) = facts.sni else {
+        return ControlFlow::Continue(());
+    };
+    let host = host_without_port(facts.host);
+    let host = host.strip_suffix('.').unwrap_or(host);
+    let sni = sni.strip_suffix('.').unwrap_or(sni);
+    if host.eq_ignore_ascii_case(sni) {
+        ControlFlow::Continue(())
+    } else {
+        d.verdict = Verdict::refuse(codes::TLS_HOST_MISMATCH);
+        ControlFlow::Break(())
     }
 }
 
@@ -208,7 +237,10 @@ mod tests {
         let p = CompiledPolicy::from_toml(POLICY, "t.toml", Path::new("."), None).unwrap();
         let d = decide_host(&p, "WWW.Example.com:8080");
         assert_eq!((d.verdict, d.zone), (Verdict::Proxy, Some(0)));
-        assert_eq!(d.client_ip, "198.51.100.4".parse::<IpAddr>().unwrap());
+        assert_eq!(
+            d.client_ip,
+            "198.51.100.4".parse::<std::net::IpAddr>().unwrap()
+        );
         assert_eq!(decide_host(&p, "other.org").verdict, Verdict::refuse(1001));
         assert_eq!(decide_host(&p, "").verdict, Verdict::refuse(1001));
         assert_eq!(

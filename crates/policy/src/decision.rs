@@ -69,6 +69,8 @@ pub mod codes {
     pub const DNS_RESOLUTION_ERROR: u16 = 1001;
     /// The Host is an IP address literal.
     pub const DIRECT_IP_ACCESS: u16 = 1003;
+    /// Over TLS, the Host names another server than the handshake's SNI.
+    pub const TLS_HOST_MISMATCH: u16 = 1013;
     /// The client's ASN is blocked.
     pub const ASN_BANNED: u16 = 1005;
     /// The client's IP address is blocked.

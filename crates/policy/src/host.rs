@@ -65,6 +65,22 @@ pub(crate) fn host_without_port(host: &str) -> &str {
     }
 }
 
+/// The Host as `http.host` shows it and rules compare it: [`host_without_port`] in lower case.
+/// Host names are case-insensitive (RFC 9110 §4.2.3), so `BLOCKED.test` must meet the rules
+/// written for `blocked.test`. Borrowed unless the client sent an upper-case letter.
+pub(crate) fn normalized_host(host: &str) -> std::borrow::Cow<'_, str> {
+    let host = host_without_port(host);
+    if host
+        .bytes()
+        .any(|b| b.is_ascii_uppercase() || !b.is_ascii())
+    {
+        // Full Unicode folding for the rare raw non-ASCII name, so `Ö` cannot dodge `ö` either.
+        std::borrow::Cow::Owned(host.to_lowercase())
+    } else {
+        std::borrow::Cow::Borrowed(host)
+    }
+}
+
 /// Maps host patterns to zone indexes: exact names, `*.suffix` wildcards and the catch-all `*`.
 ///
 /// Precedence: an exact name wins over any wildcard, a longer wildcard suffix over a shorter one,

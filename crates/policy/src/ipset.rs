@@ -5,7 +5,16 @@ use std::net::IpAddr;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use prefix_trie::joint::JointPrefixMap;
 
-use crate::compiled::canonical;
+/// IPv4-mapped IPv6 (`::ffff:a.b.c.d`) becomes plain IPv4, so rules and databases see one form.
+pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(v6),
+        },
+        v4 => v4,
+    }
+}
 
 /// A set of IPv4 and IPv6 networks mapping to a value (e.g. the index of the rule that listed it).
 #[derive(Clone, Debug)]

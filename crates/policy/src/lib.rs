@@ -64,6 +64,7 @@ mod geo;
 mod host;
 mod ipset;
 mod iso;
+mod path;
 mod policy;
 mod ratelimit;
 mod rules;

@@ -88,7 +88,6 @@ pub(crate) struct Policy {
     pub admin: Option<String>,
     pub branding: BrandingConfig,
     pub zones: Vec<Zone>,
-    pub rules: crate::rules::RulesSpec,
 }
 
 /// Parses policy text into its raw form, reporting TOML and schema errors with their place.
@@ -142,8 +141,8 @@ fn span<T>(s: &Spanned<T>) -> std::ops::Range<usize> {
 }
 
 /// Checks every value of the raw policy and collects all problems into `d`.
-pub(crate) fn validate(file: PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Path) -> Policy {
-    let listeners = validate_listeners(&file, d, base_dir);
+pub(crate) fn validate(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Path) -> Policy {
+    let listeners = validate_listeners(file, d, base_dir);
 
     let admin = match &file.admin {
         Some(a) => {
@@ -184,15 +183,13 @@ pub(crate) fn validate(file: PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Pat
         }
     }
 
-    let zones = validate_zones(&file, d);
-    let rules = crate::rules::validate_rules(&file, d, base_dir);
+    let zones = validate_zones(file, d);
 
     Policy {
         listeners,
         admin,
         branding,
         zones,
-        rules,
     }
 }
 

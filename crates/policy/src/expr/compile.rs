@@ -9,7 +9,7 @@ use regex::{Regex, RegexBuilder};
 
 use super::parse::{CmpOp, Expr, Value, ValueKind};
 use super::{ExprError, MAX_REGEX_SIZE};
-use crate::compiled::canonical;
+use crate::ipset::canonical;
 use crate::ipset::{IpTable, parse_net};
 
 /// The type of a value.
@@ -39,6 +39,9 @@ pub(crate) enum Field {
     Method,
     Uri,
     Path,
+    /// The URI and path as sent, before normalisation.
+    RawUri,
+    RawPath,
     Query,
     FullUri,
     UserAgent,
@@ -59,6 +62,8 @@ pub(crate) const FIELDS: &[&str] = &[
     "http.request.uri.path",
     "http.request.uri.query",
     "http.request.full_uri",
+    "raw.http.request.uri",
+    "raw.http.request.uri.path",
     "http.user_agent",
     "http.referer",
     "http.cookie",
@@ -69,7 +74,16 @@ pub(crate) const FIELDS: &[&str] = &[
     "ssl",
 ];
 
-const FUNCTIONS: &[&str] = &["lower", "upper", "len", "starts_with", "ends_with"];
+const FUNCTIONS: &[&str] = &[
+    "lower",
+    "upper",
+    "len",
+    "starts_with",
+    "ends_with",
+    "url_decode",
+    "decode_base64",
+    "remove_bytes",
+];
 
 impl Field {
     fn by_name(name: &str) -> Option<Field> {
@@ -80,6 +94,8 @@ impl Field {
             "http.request.uri.path" => Field::Path,
             "http.request.uri.query" => Field::Query,
             "http.request.full_uri" => Field::FullUri,
+            "raw.http.request.uri" => Field::RawUri,
+            "raw.http.request.uri.path" => Field::RawPath,
             "http.user_agent" => Field::UserAgent,
             "http.referer" => Field::Referer,
             "http.cookie" => Field::Cookie,
@@ -114,6 +130,21 @@ pub(crate) enum Val {
     Len(Box<Val>),
     StartsWith(Box<Val>, Box<Val>),
     EndsWith(Box<Val>, Box<Val>),
+    /// `url_decode(s[, "ru"])`: percent-escapes and `+` decoded, optionally again and again.
+    UrlDecode(Box<Val>, UrlDecodeOptions),
+    /// `decode_base64(s)`: standard or URL-safe Base64, padded or not.
+    DecodeBase64(Box<Val>),
+    /// `remove_bytes(s, "chars")`: every listed character removed.
+    RemoveBytes(Box<Val>, Box<str>),
+}
+
+/// The options string of `url_decode`, checked at load.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct UrlDecodeOptions {
+    /// `r`: decode until nothing changes (bounded by `decode::MAX_URL_DECODE_PASSES`).
+    pub recursive: bool,
+    /// `u`: also decode `%uXXXX` escapes, as old IIS servers do.
+    pub unicode: bool,
 }
 
 /// An ordering comparison.
@@ -208,6 +239,9 @@ impl Compiler {
         rhs: &Value,
     ) -> Result<Node, ExprError> {
         let (l, lt) = self.value(lhs)?;
+        if matches!(l, Val::Field(Field::Host)) {
+            host_literals_in_lower_case(rhs)?;
+        }
         match op {
             CmpOp::In => self.in_set(l, lt, lhs, rhs),
             CmpOp::Matches => {
@@ -373,8 +407,9 @@ impl Compiler {
 
     fn call(&mut self, v: &Value, name: &str, args: &[Value]) -> Result<(Val, Ty), ExprError> {
         let arity = match name {
-            "lower" | "upper" | "len" => 1,
-            "starts_with" | "ends_with" => 2,
+            "lower" | "upper" | "len" | "decode_base64" => 1..=1,
+            "url_decode" => 1..=2,
+            "starts_with" | "ends_with" | "remove_bytes" => 2..=2,
             _ => {
                 let hint = crate::error::did_you_mean(name, FUNCTIONS.iter().copied())
                     .map(|s| format!("; did you mean `{s}`?"))
@@ -385,23 +420,57 @@ impl Compiler {
                 ));
             }
         };
-        if args.len() != arity {
+        if !arity.contains(&args.len()) {
+            let (lo, hi) = (arity.start(), arity.end());
+            let takes = if lo == hi {
+                format!("{lo}")
+            } else {
+                format!("{lo} or {hi}")
+            };
             return Err(ExprError::new(
                 v.span.clone(),
-                format!("`{name}` takes {arity} argument(s), not {}", args.len()),
+                format!("`{name}` takes {takes} argument(s), not {}", args.len()),
             ));
         }
-        let mut vals = Vec::with_capacity(arity);
-        for a in args {
-            let (val, ty) = self.value(a)?;
-            if ty != Ty::Str {
-                return Err(mismatch(
-                    a,
-                    &format!("`{name}` needs String arguments, not"),
-                    ty,
+        // Options and byte lists are literals, checked now rather than per request.
+        if matches!(name, "url_decode" | "remove_bytes") {
+            let Some(literal) = args.get(1) else {
+                let a = self.string_arg(name, &args[0])?;
+                return Ok((
+                    Val::UrlDecode(Box::new(a), UrlDecodeOptions::default()),
+                    Ty::Str,
                 ));
+            };
+            let ValueKind::Str(text) = &literal.kind else {
+                return Err(ExprError::new(
+                    literal.span.clone(),
+                    format!("the second argument of `{name}` is a quoted string"),
+                ));
+            };
+            let a = self.string_arg(name, &args[0])?;
+            if name == "remove_bytes" {
+                return Ok((Val::RemoveBytes(Box::new(a), text.as_str().into()), Ty::Str));
             }
-            vals.push(Box::new(val));
+            let mut options = UrlDecodeOptions::default();
+            for c in text.chars() {
+                match c {
+                    'r' => options.recursive = true,
+                    'u' => options.unicode = true,
+                    other => {
+                        return Err(ExprError::new(
+                            literal.span.clone(),
+                            format!(
+                                "unknown `url_decode` option `{other}`; options are \"r\" (recursive) and \"u\" (%uXXXX escapes)"
+                            ),
+                        ));
+                    }
+                }
+            }
+            return Ok((Val::UrlDecode(Box::new(a), options), Ty::Str));
+        }
+        let mut vals = Vec::with_capacity(args.len());
+        for a in args {
+            vals.push(Box::new(self.string_arg(name, a)?));
         }
         let mut it = vals.into_iter();
         let (Some(a), b) = (it.next(), it.next()) else {
@@ -411,10 +480,43 @@ impl Compiler {
             ("lower", _) => (Val::Lower(a), Ty::Str),
             ("upper", _) => (Val::Upper(a), Ty::Str),
             ("len", _) => (Val::Len(a), Ty::Int),
+            ("decode_base64", _) => (Val::DecodeBase64(a), Ty::Str),
             ("starts_with", Some(b)) => (Val::StartsWith(a, b), Ty::Bool),
             (_, Some(b)) => (Val::EndsWith(a, b), Ty::Bool),
             _ => return Err(ExprError::new(v.span.clone(), "missing argument")),
         })
+    }
+
+    /// A function argument that must be a String.
+    fn string_arg(&mut self, name: &str, a: &Value) -> Result<Val, ExprError> {
+        let (val, ty) = self.value(a)?;
+        if ty != Ty::Str {
+            return Err(mismatch(
+                a,
+                &format!("`{name}` needs String arguments, not"),
+                ty,
+            ));
+        }
+        Ok(val)
+    }
+}
+
+/// `http.host` reads in lower case, so a literal with an upper-case letter could never match it:
+/// say so at load instead of letting the rule silently miss.
+fn host_literals_in_lower_case(rhs: &Value) -> Result<(), ExprError> {
+    let check = |item: &Value| match &item.kind {
+        ValueKind::Str(s) if s.chars().any(char::is_uppercase) => Err(ExprError::new(
+            item.span.clone(),
+            format!(
+                "`http.host` is compared in lower case, so this never matches; write \"{}\"",
+                s.to_lowercase()
+            ),
+        )),
+        _ => Ok(()),
+    };
+    match &rhs.kind {
+        ValueKind::Set(items) => items.iter().try_for_each(check),
+        _ => check(rhs),
     }
 }
 

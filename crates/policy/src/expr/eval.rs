@@ -10,16 +10,26 @@ use crate::geo::{AsnDb, Country, CountryDb};
 
 /// What filters read about one request. Country, ASN and the full URI are looked up at most
 /// once, and only if a rule asks.
+///
+/// Every text field is what the request sent, decoded lossily: each run of valid UTF-8 is kept
+/// as it is and each byte that is not UTF-8 reads as U+FFFD, so that no rule can be blinded by
+/// an invalid byte next to the text it looks for.
 pub(crate) struct Cx<'r> {
     pub facts: &'r RequestFacts<'r>,
     pub client_ip: IpAddr,
-    pub host: &'r str,
-    pub path: &'r str,
+    /// `http.host`: the host name in lower case, without a port or a trailing dot.
+    pub host: Cow<'r, str>,
+    /// `http.request.uri.path`: normalised as the origin will resolve it (see `crate::path`).
+    pub path: Cow<'r, str>,
+    /// The path exactly as sent.
+    pub raw_path: &'r str,
     pub query: &'r str,
     country_db: Option<&'r CountryDb>,
     asn_db: Option<&'r AsnDb>,
     country: OnceCell<Option<Country>>,
     asn: OnceCell<Option<u32>>,
+    /// `http.request.uri` when normalising changed the path.
+    uri: OnceCell<String>,
     full_uri: OnceCell<String>,
 }
 
@@ -30,22 +40,39 @@ impl<'r> Cx<'r> {
         country_db: Option<&'r CountryDb>,
         asn_db: Option<&'r AsnDb>,
     ) -> Self {
-        let (path, query) = match facts.uri.split_once('?') {
+        let (raw_path, query) = match facts.uri.split_once('?') {
             Some((p, q)) => (p, q),
             None => (facts.uri, ""),
         };
-        let host = crate::host::host_without_port(facts.host);
+        let host = crate::host::normalized_host(facts.host);
         Cx {
             facts,
             client_ip,
             host,
-            path,
+            path: crate::path::normalized_path(raw_path),
+            raw_path,
             query,
             country_db,
             asn_db,
             country: OnceCell::new(),
             asn: OnceCell::new(),
+            uri: OnceCell::new(),
             full_uri: OnceCell::new(),
+        }
+    }
+
+    /// `http.request.uri`: the normalised path and the query as sent.
+    pub(crate) fn uri(&self) -> &str {
+        match &self.path {
+            Cow::Borrowed(_) => self.facts.uri,
+            Cow::Owned(path) => self.uri.get_or_init(|| {
+                let query = self
+                    .facts
+                    .uri
+                    .find('?')
+                    .map_or("", |i| &self.facts.uri[i..]);
+                format!("{path}{query}")
+            }),
         }
     }
 
@@ -76,24 +103,25 @@ impl<'r> Cx<'r> {
         self.header_joined(http::header::COOKIE, "; ")
     }
 
-    /// All lines of a header joined with `sep`; lines that are not UTF-8 are left out.
+    /// All lines of a header joined with `sep`. Every line counts, whatever bytes it holds:
+    /// bytes that are not UTF-8 read as U+FFFD and the valid text around them is kept.
     fn header_joined(&self, name: impl http::header::AsHeaderName, sep: &str) -> Cow<'r, str> {
         let headers: &'r http::HeaderMap = self.facts.headers;
         let mut values = headers
             .get_all(name)
             .iter()
-            .filter_map(|v| std::str::from_utf8(v.as_bytes()).ok());
+            .map(|v| String::from_utf8_lossy(v.as_bytes()));
         let Some(first) = values.next() else {
             return Cow::Borrowed("");
         };
         let Some(second) = values.next() else {
-            return Cow::Borrowed(first);
+            return first;
         };
         let mut joined = String::with_capacity(first.len() + sep.len() + second.len());
-        joined.push_str(first);
+        joined.push_str(&first);
         for v in std::iter::once(second).chain(values) {
             joined.push_str(sep);
-            joined.push_str(v);
+            joined.push_str(&v);
         }
         Cow::Owned(joined)
     }
@@ -197,6 +225,15 @@ fn val<'a>(v: &'a Val, cx: &'a Cx<'_>) -> V<'a> {
         Val::Len(a) => V::Int(i64::try_from(val(a, cx).as_str().len()).unwrap_or(i64::MAX)),
         Val::StartsWith(a, b) => V::Bool(val(a, cx).as_str().starts_with(val(b, cx).as_str())),
         Val::EndsWith(a, b) => V::Bool(val(a, cx).as_str().ends_with(val(b, cx).as_str())),
+        Val::UrlDecode(a, options) => V::Str(match val(a, cx) {
+            V::Str(s) => super::decode::url_decode(s, *options),
+            _ => Cow::Borrowed(""),
+        }),
+        Val::DecodeBase64(a) => V::Str(super::decode::base64(val(a, cx).as_str())),
+        Val::RemoveBytes(a, set) => V::Str(match val(a, cx) {
+            V::Str(s) => super::decode::remove_chars(s, set),
+            _ => Cow::Borrowed(""),
+        }),
     }
 }
 
@@ -213,14 +250,18 @@ fn field<'a>(f: &'a Field, cx: &'a Cx<'_>) -> V<'a> {
 /// on several lines, whose lines are joined.
 pub(crate) fn field_str<'a>(f: &'a Field, cx: &'a Cx<'_>) -> Cow<'a, str> {
     Cow::Borrowed(match f {
-        Field::Host => cx.host,
+        Field::Host => &cx.host,
         Field::Method => cx.facts.method,
-        Field::Uri => cx.facts.uri,
-        Field::Path => cx.path,
+        Field::Uri => cx.uri(),
+        Field::RawUri => cx.facts.uri,
+        Field::Path => &cx.path,
+        Field::RawPath => cx.raw_path,
         Field::Query => cx.query,
         Field::FullUri => cx.full_uri.get_or_init(|| {
+            // The authority as sent (with its port), in lower case like `http.host`.
             let scheme = if cx.facts.tls { "https" } else { "http" };
-            format!("{scheme}://{}{}", cx.facts.host, cx.facts.uri)
+            let authority = cx.facts.host.trim().to_ascii_lowercase();
+            format!("{scheme}://{authority}{}", cx.uri())
         }),
         Field::UserAgent => return cx.header(http::header::USER_AGENT),
         Field::Referer => return cx.header(http::header::REFERER),

@@ -155,6 +155,8 @@ fn key_field(f: &Field) -> Option<Field> {
         | Field::Method
         | Field::Uri
         | Field::Path
+        | Field::RawUri
+        | Field::RawPath
         | Field::Query
         | Field::UserAgent
         | Field::Referer

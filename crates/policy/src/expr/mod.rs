@@ -3,9 +3,11 @@
 //!
 //! `parse` gives an `Expr` (syntax only), `compile` type-checks it into a `Filter` (fields resolved,
 //! regexes built, IP sets turned into prefix tables), and `Filter::matches` evaluates it against a
-//! request's `Cx`, allocating only for `lower`/`upper` and `http.request.full_uri`.
+//! request's `Cx`, allocating only for `lower`/`upper`, the decoding functions (when there is
+//! something to decode) and `http.request.full_uri`.
 
 mod compile;
+mod decode;
 mod eval;
 mod index;
 mod lex;
@@ -130,7 +132,7 @@ impl Expression {
     pub fn matches(&self, facts: &crate::RequestFacts<'_>, client_ip: std::net::IpAddr) -> bool {
         self.0.matches(&Cx::new(
             facts,
-            crate::compiled::canonical(client_ip),
+            crate::ipset::canonical(client_ip),
             None,
             None,
         ))

@@ -58,8 +58,10 @@ fn err(src: &str) -> (std::ops::Range<usize>, String) {
 
 #[test]
 fn fields() {
-    assert!(eval(r#"http.host eq "WWW.Example.com""#));
+    // Host names are case-insensitive: `http.host` reads in lower case.
+    assert!(eval(r#"http.host eq "www.example.com""#));
     assert!(eval(r#"lower(http.host) == "www.example.com""#));
+    assert!(eval(r#"http.host in {"www.example.com"}"#));
     assert!(eval(r#"http.request.method eq "POST""#));
     assert!(eval(
         r#"http.request.uri eq "/wp-login.php?user=admin&x=1""#
@@ -67,7 +69,7 @@ fn fields() {
     assert!(eval(r#"http.request.uri.path eq "/wp-login.php""#));
     assert!(eval(r#"http.request.uri.query eq "user=admin&x=1""#));
     assert!(eval(
-        r#"http.request.full_uri eq "https://WWW.Example.com:8443/wp-login.php?user=admin&x=1""#
+        r#"http.request.full_uri eq "https://www.example.com:8443/wp-login.php?user=admin&x=1""#
     ));
     assert!(eval(r#"http.user_agent contains "Mozilla""#));
     assert!(eval(r#"http.referer eq "https://ref.example.net/page""#));
@@ -125,13 +127,20 @@ fn repeated_header_lines_are_all_seen() {
     ));
     assert!(eval_on(&r, r#"http.referer contains "evil.example""#));
     assert!(eval_on(&r, r#"len(http.cookie) eq 32"#));
-    // A line that is not UTF-8 is left out rather than hiding the others.
+    // A line that is not UTF-8 still counts, and hides neither itself nor the others.
     let mut r = req();
     r.headers.remove("cookie");
-    r.headers
-        .append("cookie", http::HeaderValue::from_bytes(b"x=\xff").unwrap());
+    r.headers.append(
+        "cookie",
+        http::HeaderValue::from_bytes(b"x=\xff; admin=2").unwrap(),
+    );
     r.headers.append("cookie", "admin=1".parse().unwrap());
-    assert!(eval_on(&r, r#"http.cookie eq "admin=1""#));
+    assert!(eval_on(&r, r#"http.cookie contains "admin=1""#));
+    assert!(eval_on(&r, r#"http.cookie contains "admin=2""#));
+    assert!(eval_on(
+        &r,
+        "http.cookie eq \"x=\u{FFFD}; admin=2; admin=1\""
+    ));
 }
 
 #[test]
@@ -364,4 +373,94 @@ proptest! {
             prop_assert!(e.span.start <= e.span.end && e.span.end <= s.len(), "{:?} for {:?}", e.span, s);
         }
     }
+}
+
+#[test]
+fn decoding_functions() {
+    let mut r = req();
+    r.uri = "/x%2e%2E/a?q=%253Cscript%253E&b=PHNjcmlwdD4&c=un/**/ion";
+    assert!(eval_on(
+        &r,
+        r#"url_decode(http.request.uri.query) contains "%3Cscript%3E""#
+    ));
+    assert!(eval_on(
+        &r,
+        r#"url_decode(http.request.uri.query, "r") contains "<script>""#
+    ));
+    assert!(!eval_on(
+        &r,
+        r#"url_decode(http.request.uri.query) contains "<script>""#
+    ));
+    assert!(eval_on(&r, r#"decode_base64("PHNjcmlwdD4") eq "<script>""#));
+    assert!(eval_on(
+        &r,
+        r#"lower(remove_bytes(http.request.uri.query, "/*")) contains "union""#
+    ));
+    r.uri = "/a?q=%u003Cscript";
+    assert!(eval_on(
+        &r,
+        r#"url_decode(http.request.uri.query, "ur") contains "<script""#
+    ));
+}
+
+#[test]
+fn paths_are_normalised_and_raw_paths_kept() {
+    let mut r = req();
+    r.uri = "/static/..//%61dmin?x=1";
+    assert!(eval_on(&r, r#"http.request.uri.path eq "/admin""#));
+    assert!(eval_on(&r, r#"http.request.uri eq "/admin?x=1""#));
+    assert!(eval_on(
+        &r,
+        r#"raw.http.request.uri.path eq "/static/..//%61dmin""#
+    ));
+    assert!(eval_on(
+        &r,
+        r#"raw.http.request.uri eq "/static/..//%61dmin?x=1""#
+    ));
+    assert!(eval_on(
+        &r,
+        r#"http.request.full_uri eq "https://www.example.com:8443/admin?x=1""#
+    ));
+}
+
+#[test]
+fn decoding_functions_are_type_checked() {
+    assert_eq!(
+        err(r#"url_decode(http.request.uri, "x") eq "a""#).1,
+        "unknown `url_decode` option `x`; options are \"r\" (recursive) and \"u\" (%uXXXX escapes)"
+    );
+    assert_eq!(
+        err(r#"url_decode(http.request.uri, http.host) eq "a""#).1,
+        "the second argument of `url_decode` is a quoted string"
+    );
+    assert_eq!(
+        err(r#"url_decode(ip.src) eq "a""#).1,
+        "`url_decode` needs String arguments, not IP address"
+    );
+    assert_eq!(
+        err(r#"decode_base64(http.cookie, "x") eq "a""#).1,
+        "`decode_base64` takes 1 argument(s), not 2"
+    );
+    assert_eq!(
+        err(r#"url_decode() eq "a""#).1,
+        "`url_decode` takes 1 or 2 argument(s), not 0"
+    );
+    assert_eq!(
+        err(r#"len(url_decode(http.cookie)) eq "a""#).1,
+        "cannot compare Integer with String"
+    );
+}
+
+#[test]
+fn host_literals_must_be_lower_case() {
+    let (span, message) = err(r#"http.host eq "Blocked.test""#);
+    assert_eq!(span, 13..27);
+    assert_eq!(
+        message,
+        "`http.host` is compared in lower case, so this never matches; write \"blocked.test\""
+    );
+    assert_eq!(
+        err(r#"http.host in {"a.test" "B.test"}"#).1,
+        "`http.host` is compared in lower case, so this never matches; write \"b.test\""
+    );
 }

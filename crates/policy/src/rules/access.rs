@@ -1,0 +1,183 @@
+//! Phase: IP access rules. Allow or block by address (1006), AS number (1005) or country (1009).
+
+use std::collections::HashMap;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use super::{Action, RuleIds, RulesSpec, refuse, sp};
+use crate::decision::{Decision, codes};
+use crate::error::{Diagnostics, ProblemKind};
+use crate::expr::Cx;
+use crate::file::PolicyFile;
+use crate::geo::{Country, country_code};
+use crate::ipset::{IpTable, parse_net};
+
+/// Access rules folded into lookup tables; values index `ids`.
+#[derive(Debug, Default)]
+pub(crate) struct AccessTables {
+    ids: Vec<Arc<str>>,
+    allow_ip: IpTable<usize>,
+    allow_asn: HashMap<u32, usize>,
+    allow_country: HashMap<Country, usize>,
+    block_ip: IpTable<usize>,
+    block_asn: HashMap<u32, usize>,
+    block_country: HashMap<Country, usize>,
+}
+
+/// Checks `[[access_rule]]` entries into lookup tables.
+pub(super) fn validate(
+    file: &PolicyFile,
+    d: &mut Diagnostics<'_>,
+    ids: &mut RuleIds,
+    spec: &mut RulesSpec,
+) {
+    for r in &file.access_rule {
+        let r = r.get_ref();
+        let id = ids.check(d, &r.id, &r.description);
+        let action = match r.action.get_ref().as_str() {
+            "allow" => Action::Allow,
+            "block" => Action::Block,
+            other => {
+                d.at_with_hint(
+                    ProblemKind::Invalid,
+                    sp(&r.action),
+                    format!("unknown access action `{other}`"),
+                    Some("access rules take \"block\" or \"allow\"".into()),
+                );
+                continue;
+            }
+        };
+        let t = &mut spec.access;
+        let idx = t.ids.len();
+        t.ids.push(id);
+        let given = [r.ip.is_some(), r.asn.is_some(), r.country.is_some()];
+        if given.iter().filter(|g| **g).count() != 1 {
+            d.at(
+                ProblemKind::Invalid,
+                sp(&r.id),
+                "an access rule needs exactly one of `ip`, `asn` or `country`",
+            );
+            continue;
+        }
+        if let Some(ips) = &r.ip {
+            let table = if action == Action::Allow {
+                &mut t.allow_ip
+            } else {
+                &mut t.block_ip
+            };
+            for s in ips.get_ref() {
+                match parse_net(s.get_ref()) {
+                    Ok(net) => table.insert(net, idx),
+                    Err(why) => d.at(ProblemKind::Invalid, sp(s), why),
+                }
+            }
+        }
+        if let Some(asns) = &r.asn {
+            spec.asn_needed_at.get_or_insert(sp(asns));
+            let map = if action == Action::Allow {
+                &mut t.allow_asn
+            } else {
+                &mut t.block_asn
+            };
+            for n in asns.get_ref() {
+                match u32::try_from(*n.get_ref()) {
+                    Ok(asn) => {
+                        map.entry(asn).or_insert(idx);
+                    }
+                    Err(_) => d.at(
+                        ProblemKind::Invalid,
+                        sp(n),
+                        "an AS number is between 0 and 4294967295",
+                    ),
+                }
+            }
+        }
+        if let Some(cs) = &r.country {
+            spec.country_needed_at.get_or_insert(sp(cs));
+            let map = if action == Action::Allow {
+                &mut t.allow_country
+            } else {
+                &mut t.block_country
+            };
+            for c in cs.get_ref() {
+                match valid_country(c.get_ref()) {
+                    Some(code) => {
+                        map.entry(code).or_insert(idx);
+                    }
+                    None => d.at(
+                        ProblemKind::Invalid,
+                        sp(c),
+                        format!(
+                            "`{}` is not an ISO 3166-1 alpha-2 country code",
+                            c.get_ref()
+                        ),
+                    ),
+                }
+            }
+        }
+    }
+}
+
+fn valid_country(s: &str) -> Option<Country> {
+    let code = country_code(s.trim())?;
+    // Reject codes no database uses: only upper-case input letters matter, and "XX"/"T1" style
+    // placeholders are not ISO 3166-1.
+    crate::iso::is_assigned(code).then_some(code)
+}
+
+/// Whether an `allow` rule vouched for the client: it then skips the access blocks, the browser
+/// check and the custom rules (never hotlink, legal or rate limits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Trust {
+    Allowed,
+    Unknown,
+}
+
+impl AccessTables {
+    /// Allow rules first (any match vouches for the client), then blocks by IP, ASN, country.
+    pub(crate) fn check(&self, cx: &Cx<'_>, decision: &mut Decision) -> ControlFlow<(), Trust> {
+        if self.ids.is_empty() {
+            return ControlFlow::Continue(Trust::Unknown);
+        }
+        let allowed = self
+            .allow_ip
+            .lookup(cx.client_ip)
+            .copied()
+            .or_else(|| lookup_num(&self.allow_asn, || cx.asn()))
+            .or_else(|| lookup_country(&self.allow_country, || cx.country()));
+        if let Some(i) = allowed {
+            decision.rule_id = self.ids.get(i).cloned();
+            return ControlFlow::Continue(Trust::Allowed);
+        }
+        let blocked = self
+            .block_ip
+            .lookup(cx.client_ip)
+            .map(|i| (*i, codes::IP_BANNED))
+            .or_else(|| lookup_num(&self.block_asn, || cx.asn()).map(|i| (i, codes::ASN_BANNED)))
+            .or_else(|| {
+                lookup_country(&self.block_country, || cx.country())
+                    .map(|i| (i, codes::COUNTRY_BANNED))
+            });
+        match blocked {
+            Some((i, code)) => refuse(decision, code, self.ids.get(i).cloned()),
+            None => ControlFlow::Continue(Trust::Unknown),
+        }
+    }
+}
+
+fn lookup_num(map: &HashMap<u32, usize>, get: impl FnOnce() -> Option<u32>) -> Option<usize> {
+    if map.is_empty() {
+        return None;
+    }
+    map.get(&get()?).copied()
+}
+
+fn lookup_country(
+    map: &HashMap<Country, usize>,
+    get: impl FnOnce() -> Option<Country>,
+) -> Option<usize> {
+    if map.is_empty() {
+        return None;
+    }
+    map.get(&get()?).copied()
+}

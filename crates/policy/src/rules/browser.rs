@@ -1,0 +1,100 @@
+//! Phase: browser signature (1010). An empty or listed User-Agent is refused.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use regex::RegexSet;
+
+use super::{RuleIds, RulesSpec, refuse, sp};
+use crate::decision::{Decision, codes};
+use crate::error::{Diagnostics, ProblemKind};
+use crate::expr::{self, Cx};
+use crate::file::PolicyFile;
+
+/// Most patterns in `block_user_agents`, and most characters in one.
+const MAX_PATTERN_LEN: usize = 4096;
+
+#[derive(Debug)]
+pub(crate) struct BrowserCheck {
+    id: Arc<str>,
+    block_empty: bool,
+    agents: Option<RegexSet>,
+}
+
+/// Checks `[browser_check]`.
+pub(super) fn validate(
+    file: &PolicyFile,
+    d: &mut Diagnostics<'_>,
+    ids: &mut RuleIds,
+    spec: &mut RulesSpec,
+) {
+    if let Some(b) = &file.browser_check {
+        let b = b.get_ref();
+        let id = match &b.id {
+            Some(id) => ids.check(d, id, &b.description),
+            None => Arc::from("browser-check"),
+        };
+        let mut ok = true;
+        for p in &b.block_user_agents {
+            if let Err(why) = build_regex(p.get_ref()) {
+                d.at(ProblemKind::Invalid, sp(p), why);
+                ok = false;
+            }
+        }
+        let agents = if ok && !b.block_user_agents.is_empty() {
+            regex::RegexSetBuilder::new(b.block_user_agents.iter().map(|p| p.get_ref().as_str()))
+                .size_limit(expr::MAX_REGEX_SIZE * 4)
+                .build()
+                .map_err(|e| {
+                    if let Some(first) = b.block_user_agents.first() {
+                        d.at(
+                            ProblemKind::Invalid,
+                            sp(first),
+                            format!("user-agent patterns too large: {e}"),
+                        );
+                    }
+                })
+                .ok()
+        } else {
+            None
+        };
+        spec.browser = Some(BrowserCheck {
+            id,
+            block_empty: b.block_empty_user_agent.unwrap_or(true),
+            agents,
+        });
+    }
+}
+
+fn build_regex(p: &str) -> Result<regex::Regex, String> {
+    if p.len() > MAX_PATTERN_LEN {
+        return Err(format!("pattern is longer than {MAX_PATTERN_LEN} bytes"));
+    }
+    regex::RegexBuilder::new(p)
+        .size_limit(expr::MAX_REGEX_SIZE)
+        .nest_limit(64)
+        .build()
+        .map_err(|e| {
+            let s = e.to_string();
+            format!("invalid regular expression: {}", expr::regex_reason(&s))
+        })
+}
+
+impl BrowserCheck {
+    pub(crate) fn check(&self, cx: &Cx<'_>, decision: &mut Decision) -> ControlFlow<()> {
+        let ua = cx.header(http::header::USER_AGENT);
+        let bad = if ua.trim().is_empty() {
+            self.block_empty
+        } else {
+            self.agents.as_ref().is_some_and(|set| set.is_match(&ua))
+        };
+        if bad {
+            return refuse(
+                decision,
+                codes::BROWSER_SIGNATURE_BANNED,
+                Some(self.id.clone()),
+            );
+        }
+        ControlFlow::Continue(())
+    }
+}

@@ -1,0 +1,161 @@
+//! Phase: hotlink protection (1011). A protected file asked for from a foreign page is refused.
+
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use super::{RuleIds, RulesSpec, refuse, sp};
+use crate::decision::{Decision, codes};
+use crate::error::{Diagnostics, ProblemKind};
+use crate::expr::Cx;
+use crate::file::PolicyFile;
+use crate::host::{HostPattern, HostTable};
+
+#[derive(Debug)]
+pub(crate) struct HotlinkSpec {
+    id: Arc<str>,
+    extensions: HashSet<String>,
+    allowed: HostTable,
+}
+
+/// Checks `[hotlink]`.
+pub(super) fn validate(
+    file: &PolicyFile,
+    d: &mut Diagnostics<'_>,
+    ids: &mut RuleIds,
+    spec: &mut RulesSpec,
+) {
+    if let Some(h) = &file.hotlink {
+        let h = h.get_ref();
+        let id = match &h.id {
+            Some(id) => ids.check(d, id, &h.description),
+            None => Arc::from("hotlink"),
+        };
+        let mut extensions = HashSet::new();
+        for e in h.extensions.get_ref() {
+            let ext = e
+                .get_ref()
+                .trim()
+                .trim_start_matches('.')
+                .to_ascii_lowercase();
+            if ext.is_empty() || !ext.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                d.at(
+                    ProblemKind::Invalid,
+                    sp(e),
+                    "an extension is letters and digits, like \"png\"",
+                );
+            } else {
+                extensions.insert(ext);
+            }
+        }
+        let mut allowed = HostTable::default();
+        for r in &h.allowed_referers {
+            match HostPattern::parse(r.get_ref()) {
+                Ok(p) => {
+                    allowed.insert(&p, 0);
+                }
+                Err(why) => d.at(ProblemKind::Invalid, sp(r), why),
+            }
+        }
+        spec.hotlink = Some(HotlinkSpec {
+            id,
+            extensions,
+            allowed,
+        });
+    }
+}
+
+impl HotlinkSpec {
+    /// `zone_hosts`: the serving zone's own names, whose pages may embed anything.
+    pub(crate) fn check(
+        &self,
+        cx: &Cx<'_>,
+        zone_hosts: Option<&HostTable>,
+        decision: &mut Decision,
+    ) -> ControlFlow<()> {
+        if self.is_hotlink(cx, zone_hosts) {
+            return refuse(decision, codes::HOTLINKING_DENIED, Some(self.id.clone()));
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn is_hotlink(&self, cx: &Cx<'_>, zone_hosts: Option<&HostTable>) -> bool {
+        let Some(ext) = path_extension(&cx.path) else {
+            return false;
+        };
+        if ext.len() > 16 || !self.extensions.iter().any(|e| e.eq_ignore_ascii_case(&ext)) {
+            return false;
+        }
+        let referer = cx.header(http::header::REFERER);
+        let referer = referer.trim();
+        if referer.is_empty() {
+            // No Referer: a direct visit or a privacy setting, not evidence of hotlinking.
+            return false;
+        }
+        let host = referer_host(referer);
+        let local = zone_hosts.is_some_and(|t| t.lookup(host).is_some());
+        !local && self.allowed.lookup(host).is_none()
+    }
+}
+
+/// The extension of a path's file name as the origin will see it: the last segment, without
+/// `;params` (`/a.png;jsessionid=1`), percent-decoded (`/a%2epng`). Borrowed unless the segment
+/// holds an escape.
+fn path_extension(path: &str) -> Option<std::borrow::Cow<'_, str>> {
+    use std::borrow::Cow;
+    fn file_name(path: &str) -> &str {
+        let last = path.rsplit('/').next().unwrap_or("");
+        last.split(';').next().unwrap_or("")
+    }
+    fn extension(name: &str) -> Option<&str> {
+        name.rsplit_once('.').map(|(_, ext)| ext)
+    }
+    match percent_encoding::percent_decode_str(file_name(path)).decode_utf8_lossy() {
+        Cow::Borrowed(name) => extension(name).map(Cow::Borrowed),
+        // An escaped `/` or `;` ends up in the name: take the file name again.
+        Cow::Owned(name) => extension(file_name(&name)).map(|e| Cow::Owned(e.to_owned())),
+    }
+}
+
+/// The host of a Referer URL (`https://user@host:port/path` → `host:port`); garbage gives "".
+fn referer_host(referer: &str) -> &str {
+    let Some((_, rest)) = referer.split_once("://") else {
+        return "";
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+    authority.rsplit('@').next().unwrap_or("")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn path_extensions() {
+        use std::borrow::Cow;
+        let ext = |p| path_extension(p).map(Cow::into_owned);
+        assert_eq!(ext("/a/cat.png").as_deref(), Some("png"));
+        assert!(matches!(
+            path_extension("/a/cat.png"),
+            Some(Cow::Borrowed("png"))
+        ));
+        assert_eq!(ext("/x%2epng").as_deref(), Some("png"));
+        assert_eq!(ext("/x%2EPNG").as_deref(), Some("PNG"));
+        assert_eq!(ext("/x.png;jsessionid=1").as_deref(), Some("png"));
+        assert_eq!(ext("/x.p%6Eg;a=b;c").as_deref(), Some("png"));
+        assert_eq!(ext("/x.png%3bjsessionid=1").as_deref(), Some("png"));
+        assert_eq!(ext("/dir.png/file"), None);
+        assert_eq!(ext("/dir.png;v=1/file"), None);
+        assert_eq!(ext("/dir.png%2ffile"), None);
+        assert_eq!(ext("/"), None);
+    }
+
+    #[test]
+    fn referer_hosts() {
+        assert_eq!(
+            referer_host("https://u:p@Img.Example.com:8443/a?b"),
+            "Img.Example.com:8443"
+        );
+        assert_eq!(referer_host("nonsense"), "");
+    }
+}

@@ -1,0 +1,362 @@
+//! The rules after host routing, one module per phase: each holds its rule types, the check of
+//! its TOML section (stage: `validate` into a `RulesSpec`), and its evaluation (stage: `check`
+//! against one request). `CompiledPolicy::decide` lists the phases in order.
+
+mod access;
+mod browser;
+mod custom;
+mod hotlink;
+mod rate;
+
+use std::collections::{HashMap, HashSet};
+use std::ops::{ControlFlow, Range};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use http::header::HeaderName;
+use serde_spanned::Spanned;
+
+pub(crate) use access::{AccessTables, Trust};
+pub(crate) use browser::BrowserCheck;
+pub(crate) use custom::{CustomRule, CustomRules, LegalRules};
+pub(crate) use hotlink::HotlinkSpec;
+pub(crate) use rate::{RateRule, RateSpec};
+
+use crate::decision::{Decision, Verdict};
+use crate::error::{Diagnostics, ProblemKind};
+use crate::expr::{self, ExprError, Filter};
+use crate::file::PolicyFile;
+use crate::geo::{AsnDb, CountryDb};
+use crate::host::{HostPattern, HostTable};
+use crate::ipset::{IpTable, parse_net};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Action {
+    Block,
+    Allow,
+    Log,
+}
+
+/// Every rule section, checked, before databases are opened and limiters built.
+#[derive(Debug, Default)]
+pub(crate) struct RulesSpec {
+    pub client_ip: Option<crate::client::ClientIp>,
+    pub country_db: Option<(PathBuf, Range<usize>)>,
+    pub asn_db: Option<(PathBuf, Range<usize>)>,
+    /// Where a rule first needs each database, to report a missing `[geo]` entry.
+    pub country_needed_at: Option<Range<usize>>,
+    pub asn_needed_at: Option<Range<usize>>,
+    pub access: AccessTables,
+    pub browser: Option<BrowserCheck>,
+    pub hotlink: Option<HotlinkSpec>,
+    pub legal: LegalRules,
+    pub custom: Vec<CustomRule>,
+    pub rate: Vec<RateSpec>,
+    pub descriptions: HashMap<Arc<str>, String>,
+}
+
+fn sp<T>(s: &Spanned<T>) -> Range<usize> {
+    s.span()
+}
+
+/// Rule ids seen so far (each must be unique and non-empty) and the descriptions given.
+#[derive(Default)]
+pub(crate) struct RuleIds {
+    seen: HashSet<String>,
+    descriptions: HashMap<Arc<str>, String>,
+}
+
+impl RuleIds {
+    fn check(
+        &mut self,
+        d: &mut Diagnostics<'_>,
+        id: &Spanned<String>,
+        description: &Option<String>,
+    ) -> Arc<str> {
+        let v = id.get_ref().trim();
+        if v.is_empty() {
+            d.at(ProblemKind::Invalid, sp(id), "a rule id must not be empty");
+        } else if !self.seen.insert(v.to_owned()) {
+            d.at(
+                ProblemKind::Invalid,
+                sp(id),
+                format!("rule id `{v}` is used twice"),
+            );
+        }
+        let id: Arc<str> = Arc::from(v);
+        if let Some(text) = description {
+            self.descriptions
+                .entry(id.clone())
+                .or_insert_with(|| text.clone());
+        }
+        id
+    }
+}
+
+/// Checks the client address, the databases and every rule section; collects all problems.
+pub(crate) fn validate(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Path) -> RulesSpec {
+    let mut spec = RulesSpec::default();
+    let mut ids = RuleIds::default();
+
+    // --- client address ---
+    if let Some(c) = &file.client_ip {
+        let c = c.get_ref();
+        let mut trusted = IpTable::default();
+        for t in &c.trusted_proxies {
+            match parse_net(t.get_ref()) {
+                Ok(net) => trusted.insert(net, ()),
+                Err(why) => d.at(ProblemKind::Invalid, sp(t), why),
+            }
+        }
+        let header = match c.header.as_ref() {
+            None => Some(crate::client::ClientHeader::ForwardedFor),
+            Some(h) => match h.get_ref().trim().to_ascii_lowercase().as_str() {
+                "x-forwarded-for" => Some(crate::client::ClientHeader::ForwardedFor),
+                other => match HeaderName::from_bytes(other.as_bytes()) {
+                    Ok(name) => Some(crate::client::ClientHeader::Single(name)),
+                    Err(_) => {
+                        d.at(
+                            ProblemKind::Invalid,
+                            sp(h),
+                            format!("`{other}` is not a header name (e.g. \"x-forwarded-for\", \"x-real-ip\", \"cf-connecting-ip\")"),
+                        );
+                        None
+                    }
+                },
+            },
+        };
+        if let Some(header) = header {
+            spec.client_ip = Some(crate::client::ClientIp::new(trusted, header));
+        }
+    }
+
+    // --- databases ---
+    if let Some(g) = &file.geo {
+        spec.country_db = g
+            .country_db
+            .as_ref()
+            .map(|p| (base_dir.join(p.get_ref()), sp(p)));
+        spec.asn_db = g
+            .asn_db
+            .as_ref()
+            .map(|p| (base_dir.join(p.get_ref()), sp(p)));
+    }
+
+    access::validate(file, d, &mut ids, &mut spec);
+    browser::validate(file, d, &mut ids, &mut spec);
+    hotlink::validate(file, d, &mut ids, &mut spec);
+    custom::validate_legal(file, d, &mut ids, &mut spec);
+    custom::validate_custom(file, d, &mut ids, &mut spec);
+    rate::validate(file, d, &mut ids, &mut spec);
+    spec.descriptions = ids.descriptions;
+    spec
+}
+
+/// Compiles an expression, reporting errors at their place inside the TOML string.
+fn expression(
+    d: &mut Diagnostics<'_>,
+    e: &Spanned<String>,
+    spec: &mut RulesSpec,
+) -> Option<Filter> {
+    match expr::build(e.get_ref()) {
+        Ok(f) => {
+            if f.needs_country {
+                spec.country_needed_at.get_or_insert(sp(e));
+            }
+            if f.needs_asn {
+                spec.asn_needed_at.get_or_insert(sp(e));
+            }
+            Some(f)
+        }
+        Err(ExprError { span, message }) => {
+            let start = map_string_offset(d.text(), sp(e), span.start);
+            let end = map_string_offset(d.text(), sp(e), span.end).max(start + 1);
+            d.at(ProblemKind::Expression, start..end, message);
+            None
+        }
+    }
+}
+
+/// Maps a byte offset in a TOML string's value to its offset in the file, through the quotes,
+/// escapes and line continuations of the four TOML string forms.
+pub(crate) fn map_string_offset(text: &str, value: Range<usize>, idx: usize) -> usize {
+    let Some(raw) = text.get(value.clone()) else {
+        return value.start;
+    };
+    let (delim, basic) = if raw.starts_with("\"\"\"") {
+        (3, true)
+    } else if raw.starts_with("'''") {
+        (3, false)
+    } else if raw.starts_with('"') {
+        (1, true)
+    } else if raw.starts_with('\'') {
+        (1, false)
+    } else {
+        return value.start;
+    };
+    let mut pos = delim;
+    if delim == 3 {
+        // A newline right after the opening delimiter is not part of the value.
+        if raw[pos..].starts_with("\r\n") {
+            pos += 2;
+        } else if raw[pos..].starts_with('\n') {
+            pos += 1;
+        }
+    }
+    let bytes = raw.as_bytes();
+    let mut decoded = 0;
+    while decoded < idx && pos < raw.len() {
+        if basic && bytes[pos] == b'\\' {
+            let next = bytes.get(pos + 1).copied().unwrap_or(b' ');
+            match next {
+                b'u' => {
+                    let ch = raw
+                        .get(pos + 2..pos + 6)
+                        .and_then(|h| u32::from_str_radix(h, 16).ok());
+                    decoded += ch.and_then(char::from_u32).map_or(1, char::len_utf8);
+                    pos += 6;
+                }
+                b'U' => {
+                    let ch = raw
+                        .get(pos + 2..pos + 10)
+                        .and_then(|h| u32::from_str_radix(h, 16).ok());
+                    decoded += ch.and_then(char::from_u32).map_or(1, char::len_utf8);
+                    pos += 10;
+                }
+                b' ' | b'\t' | b'\r' | b'\n' if delim == 3 => {
+                    // Line-ending backslash: the break and following whitespace vanish.
+                    pos += 1;
+                    while pos < raw.len() && bytes[pos].is_ascii_whitespace() {
+                        pos += 1;
+                    }
+                }
+                _ => {
+                    decoded += 1;
+                    pos += 2;
+                }
+            }
+        } else {
+            let len = raw[pos..].chars().next().map_or(1, char::len_utf8);
+            decoded += len;
+            pos += len;
+        }
+    }
+    value.start + pos.min(raw.len())
+}
+
+/// Every rule, compiled, with the databases they need.
+#[derive(Debug, Default)]
+pub(crate) struct Rules {
+    pub(crate) client_ip: crate::client::ClientIp,
+    pub(crate) country_db: Option<CountryDb>,
+    pub(crate) asn_db: Option<AsnDb>,
+    pub(crate) access: AccessTables,
+    pub(crate) browser: Option<BrowserCheck>,
+    pub(crate) hotlink: Option<HotlinkSpec>,
+    /// Per zone: its own host patterns without `*`, to tell a local Referer from a foreign one.
+    pub(crate) zone_hosts: Vec<HostTable>,
+    pub(crate) legal: LegalRules,
+    pub(crate) custom: CustomRules,
+    pub(crate) rate: Vec<RateRule>,
+    pub(crate) descriptions: HashMap<Arc<str>, String>,
+}
+
+impl Rules {
+    /// Loads databases and builds limiters (reusing `previous` ones whose rule is unchanged).
+    pub(crate) fn compile(
+        spec: RulesSpec,
+        zones: &[crate::policy::Zone],
+        previous: &[RateRule],
+        d: &mut Diagnostics<'_>,
+    ) -> Rules {
+        let mut country_db = None;
+        let mut asn_db = None;
+        match (&spec.country_db, &spec.country_needed_at) {
+            (Some((path, at)), _) => match CountryDb::open(path) {
+                Ok(db) => country_db = Some(db),
+                Err(why) => d.at(ProblemKind::Database, at.clone(), why),
+            },
+            (None, Some(at)) => d.at_with_hint(
+                ProblemKind::Database,
+                at.clone(),
+                "this rule needs the client's country, but no country database is configured",
+                Some("add `country_db = \"path/to/country.mmdb\"` under `[geo]`".into()),
+            ),
+            (None, None) => {}
+        }
+        match (&spec.asn_db, &spec.asn_needed_at) {
+            (Some((path, at)), _) => match AsnDb::open(path) {
+                Ok(db) => asn_db = Some(db),
+                Err(why) => d.at(ProblemKind::Database, at.clone(), why),
+            },
+            (None, Some(at)) => d.at_with_hint(
+                ProblemKind::Database,
+                at.clone(),
+                "this rule needs the client's AS number, but no ASN database is configured",
+                Some("add `asn_db = \"path/to/asn.mmdb\"` under `[geo]`".into()),
+            ),
+            (None, None) => {}
+        }
+        let zone_hosts = zones
+            .iter()
+            .map(|z| {
+                let mut t = HostTable::default();
+                for (p, _) in &z.patterns {
+                    if *p != HostPattern::CatchAll {
+                        t.insert(p, 0);
+                    }
+                }
+                t
+            })
+            .collect();
+        let rate = spec
+            .rate
+            .into_iter()
+            .map(|r| RateRule::build(r, previous))
+            .collect();
+        Rules {
+            client_ip: spec.client_ip.unwrap_or_default(),
+            country_db,
+            asn_db,
+            access: spec.access,
+            browser: spec.browser,
+            hotlink: spec.hotlink,
+            zone_hosts,
+            legal: spec.legal,
+            custom: CustomRules::new(spec.custom),
+            rate,
+            descriptions: spec.descriptions,
+        }
+    }
+
+    /// Tracked rate-limit keys across all rules.
+    pub(crate) fn rate_limit_keys(&self) -> usize {
+        self.rate.iter().map(|r| r.limiter.keys()).sum()
+    }
+}
+
+pub(crate) use rate::check as check_rate_limits;
+
+/// Refuses with `code`, naming the rule that decided: the end of the phases.
+fn refuse<T>(decision: &mut Decision, code: u16, id: Option<Arc<str>>) -> ControlFlow<(), T> {
+    decision.verdict = Verdict::refuse(code);
+    decision.rule_id = id;
+    ControlFlow::Break(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_offsets_through_escapes() {
+        let text = r#"e = "a \"b\" c""#;
+        let value = 4..text.len();
+        // decoded: a "b" c — the `c` is at decoded offset 6.
+        assert_eq!(&text[map_string_offset(text, value.clone(), 6)..][..1], "c");
+        let text = "e = 'x y'";
+        assert_eq!(&text[map_string_offset(text, 4..9, 2)..][..1], "y");
+        let text = "e = '''\nab\ncd'''";
+        assert_eq!(&text[map_string_offset(text, 4..text.len(), 3)..][..1], "c");
+    }
+}

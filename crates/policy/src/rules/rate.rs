@@ -1,0 +1,223 @@
+//! Phase: rate limits (1015). Each rule counts requests per key (its characteristics).
+
+use std::hash::Hasher;
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use http::header::HeaderName;
+
+use super::{RuleIds, RulesSpec, expression, sp};
+use crate::decision::{Decision, Verdict, codes};
+use crate::error::{Diagnostics, ProblemKind};
+use crate::expr::{Cx, Filter};
+use crate::file::PolicyFile;
+use crate::ratelimit::{DEFAULT_MAX_KEYS, Limiter, Outcome, retry_secs};
+
+/// What a rate limit counts by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Characteristic {
+    Ip,
+    Host,
+    Path,
+    Header(HeaderName),
+}
+
+const CHARACTERISTICS: &[&str] = &[
+    "ip.src",
+    "http.host",
+    "http.request.uri.path",
+    "http.request.headers[\"name\"]",
+];
+
+#[derive(Debug)]
+pub(crate) struct RateSpec {
+    id: Arc<str>,
+    filter: Option<Filter>,
+    characteristics: Vec<Characteristic>,
+    period: Duration,
+    limit: u32,
+    mitigation: Duration,
+    max_keys: usize,
+    fingerprint: String,
+}
+
+/// A rate-limit rule with its (possibly inherited) counters.
+#[derive(Debug)]
+pub(crate) struct RateRule {
+    id: Arc<str>,
+    filter: Option<Filter>,
+    characteristics: Vec<Characteristic>,
+    pub(crate) limiter: Arc<Limiter>,
+}
+
+/// Checks `[[rate_limit]]` entries.
+pub(super) fn validate(
+    file: &PolicyFile,
+    d: &mut Diagnostics<'_>,
+    ids: &mut RuleIds,
+    spec: &mut RulesSpec,
+) {
+    for r in &file.rate_limit {
+        let r = r.get_ref();
+        let id = ids.check(d, &r.id, &r.description);
+        let filter = r.expression.as_ref().and_then(|e| expression(d, e, spec));
+        let mut characteristics = Vec::new();
+        match &r.characteristics {
+            None => characteristics.push(Characteristic::Ip),
+            Some(cs) => {
+                if cs.get_ref().is_empty() {
+                    d.at(
+                        ProblemKind::Invalid,
+                        sp(cs),
+                        "list at least one characteristic, e.g. [\"ip.src\"]",
+                    );
+                }
+                for c in cs.get_ref() {
+                    match characteristic(c.get_ref()) {
+                        Ok(ch) => characteristics.push(ch),
+                        Err(why) => d.at_with_hint(
+                            ProblemKind::Invalid,
+                            sp(c),
+                            why,
+                            Some(format!(
+                                "characteristics are {}",
+                                CHARACTERISTICS.join(", ")
+                            )),
+                        ),
+                    }
+                }
+            }
+        }
+        let period = crate::policy::duration(d, Some(&r.period), Duration::from_secs(60));
+        let limit = match u32::try_from(*r.requests_per_period.get_ref()) {
+            Ok(n) if n > 0 => n,
+            _ => {
+                d.at(
+                    ProblemKind::Invalid,
+                    sp(&r.requests_per_period),
+                    "requests_per_period must be between 1 and 4294967295",
+                );
+                1
+            }
+        };
+        let mitigation = match &r.mitigation_timeout {
+            // "0s" is allowed here: no extra block beyond the window.
+            Some(m) if humantime::parse_duration(m.get_ref().trim()).is_ok_and(|d| d.is_zero()) => {
+                Duration::ZERO
+            }
+            m => crate::policy::duration(d, m.as_ref(), Duration::ZERO),
+        };
+        let max_keys = match &r.max_keys {
+            None => DEFAULT_MAX_KEYS,
+            Some(n) => match usize::try_from(*n.get_ref()) {
+                Ok(k) if (1..=100_000_000).contains(&k) => k,
+                _ => {
+                    d.at(
+                        ProblemKind::Invalid,
+                        sp(n),
+                        "max_keys must be between 1 and 100000000",
+                    );
+                    DEFAULT_MAX_KEYS
+                }
+            },
+        };
+        let fingerprint = format!(
+            "{id}\u{0}{:?}\u{0}{characteristics:?}\u{0}{period:?}\u{0}{limit}\u{0}{mitigation:?}\u{0}{max_keys}",
+            r.expression.as_ref().map(|e| e.get_ref().as_str()),
+        );
+        spec.rate.push(RateSpec {
+            id,
+            filter,
+            characteristics,
+            period,
+            limit,
+            mitigation,
+            max_keys,
+            fingerprint,
+        });
+    }
+}
+
+fn characteristic(s: &str) -> Result<Characteristic, String> {
+    let s = s.trim();
+    Ok(match s {
+        "ip.src" => Characteristic::Ip,
+        "http.host" => Characteristic::Host,
+        "http.request.uri.path" => Characteristic::Path,
+        _ => {
+            let name = s
+                .strip_prefix("http.request.headers[\"")
+                .and_then(|r| r.strip_suffix("\"]"))
+                .ok_or_else(|| format!("unknown characteristic `{s}`"))?;
+            Characteristic::Header(
+                HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
+                    .map_err(|_| format!("`{name}` is not a header name"))?,
+            )
+        }
+    })
+}
+
+impl RateRule {
+    /// This rule for `spec`, with the counters of the matching rule in `previous` if its
+    /// definition did not change.
+    pub(super) fn build(spec: RateSpec, previous: &[RateRule]) -> RateRule {
+        let limiter = previous
+            .iter()
+            .find(|p| p.limiter.fingerprint == spec.fingerprint)
+            .map(|p| Arc::clone(&p.limiter))
+            .unwrap_or_else(|| {
+                Arc::new(Limiter::new(
+                    spec.period,
+                    spec.limit,
+                    spec.mitigation,
+                    spec.max_keys,
+                    spec.fingerprint,
+                ))
+            });
+        RateRule {
+            id: spec.id,
+            filter: spec.filter,
+            characteristics: spec.characteristics,
+            limiter,
+        }
+    }
+}
+
+/// Every rule whose expression matches counts the request under its key; the first over its
+/// limit refuses with the limiter's real wait.
+pub(crate) fn check(
+    rules: &[RateRule],
+    cx: &Cx<'_>,
+    now: Instant,
+    decision: &mut Decision,
+) -> ControlFlow<()> {
+    for r in rules {
+        if r.filter.as_ref().is_some_and(|f| !f.matches(cx)) {
+            continue;
+        }
+        let mut h = r.limiter.key_hasher();
+        for c in &r.characteristics {
+            match c {
+                Characteristic::Ip => match cx.client_ip {
+                    std::net::IpAddr::V4(v4) => h.write(&v4.octets()),
+                    std::net::IpAddr::V6(v6) => h.write(&v6.octets()),
+                },
+                Characteristic::Host => h.write(cx.host.as_bytes()),
+                Characteristic::Path => h.write(cx.path.as_bytes()),
+                Characteristic::Header(name) => h.write(cx.header(name).as_bytes()),
+            }
+            // A separator so that ("ab","c") and ("a","bc") differ.
+            h.write_u8(0xff);
+        }
+        if let Outcome::Limited(wait) = r.limiter.hit(h.finish(), now) {
+            decision.verdict = Verdict::Refuse {
+                code: codes::RATE_LIMITED,
+                retry_after: Some(retry_secs(wait)),
+            };
+            decision.rule_id = Some(r.id.clone());
+            return ControlFlow::Break(());
+        }
+    }
+    ControlFlow::Continue(())
+}
