@@ -36,42 +36,25 @@ fn frontmatter(markdown: &str) -> &str {
     &rest[..end + 1]
 }
 
-// === golden files ===
+// === snapshots ===
 
-/// Compares with `tests/golden/<name>`; `UPDATE_GOLDEN=1 cargo test` rewrites the files.
-fn golden(name: &str, actual: &str) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden")
-        .join(name);
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(&path, actual).expect("write golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_GOLDEN=1", path.display()));
-    assert!(
-        expected == actual,
-        "{name} differs from its golden file (UPDATE_GOLDEN=1 to accept)\n--- expected\n{expected}\n--- actual\n{actual}"
-    );
-}
-
+/// Every format of a few codes, byte for byte, as insta snapshots (`tests/snapshots/`); the
+/// project's one snapshot tool. `cargo insta review` (or `INSTA_UPDATE=always`) accepts changes.
 #[test]
-fn golden_files() {
+fn snapshots() {
     for code in [1015, 1020, 522, 1001, 404] {
         let p = problem(code, "example.com", RAY);
         let branding = Branding::default();
-        golden(
-            &format!("{code}.json"),
-            body(&render(&p, Format::Json, &branding)),
-        );
-        golden(
-            &format!("{code}.md"),
-            body(&render(&p, Format::Markdown, &branding)),
-        );
-        golden(
-            &format!("{code}.html"),
-            body(&render(&p, Format::Html, &branding)),
-        );
+        for (format, ext) in [
+            (Format::Json, "json"),
+            (Format::Markdown, "md"),
+            (Format::Html, "html"),
+        ] {
+            insta::assert_snapshot!(
+                format!("{code}.{ext}"),
+                body(&render(&p, format, &branding))
+            );
+        }
     }
 }
 
