@@ -3,10 +3,7 @@ use serde_json::Value;
 use crate::support::*;
 
 fn edge() -> (EchoOrigin, Edge) {
-    let origin = EchoOrigin::start();
-    let o = origin.addr.to_string();
-    let edge = Edge::start("contract", |l, a| policy(l, a, &o, "", ""), &[]);
-    (origin, edge)
+    echo_edge("contract", "", "", &[])
 }
 
 const JSON_MEMBERS: [&str; 17] = [

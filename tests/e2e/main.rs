@@ -3,6 +3,8 @@
 
 mod support;
 
+// No way around the rules: invalid bytes, repeated lines, Host case, encoded paths.
+mod bypass;
 // The commands that do not serve: check, render, codes, tokens.
 mod cli;
 // The error contract of `/cdn-cgi/error/<code>` in every format, and 404 for unknown codes.

@@ -156,9 +156,7 @@ fn reloads_under_load_drop_nothing_and_apply_every_time() {
 
 #[test]
 fn metrics_count_the_requests_just_made() {
-    let origin = EchoOrigin::start();
-    let o = origin.addr.to_string();
-    let edge = Edge::start("metrics", |l, a| policy(l, a, &o, "", ""), &[]);
+    let (_origin, edge) = echo_edge("metrics", "", "", &[]);
     let http = client(&edge);
     for _ in 0..3 {
         assert_eq!(status_of(&http, &edge.url("/counted")), 200);
@@ -208,9 +206,7 @@ fn metrics_count_the_requests_just_made() {
 
 #[test]
 fn health_and_readiness() {
-    let origin = EchoOrigin::start();
-    let o = origin.addr.to_string();
-    let edge = Edge::start("health", |l, a| policy(l, a, &o, "", ""), &[]);
+    let (_origin, edge) = echo_edge("health", "", "", &[]);
     assert_eq!(admin_get(&edge, "/healthz"), (200, "ok\n".to_string()));
     assert_eq!(admin_get(&edge, "/readyz"), (200, "ready\n".to_string()));
     assert_eq!(admin_get(&edge, "/nope").0, 404);
@@ -239,13 +235,7 @@ fn health_and_readiness() {
 
 #[test]
 fn sigterm_drains_in_flight_requests() {
-    let origin = EchoOrigin::start();
-    let o = origin.addr.to_string();
-    let mut edge = Edge::start(
-        "drain",
-        |l, a| policy(l, a, &o, "", ""),
-        &["--grace-period", "3"],
-    );
+    let (_origin, mut edge) = echo_edge("drain", "", "", &["--grace-period", "3"]);
     let http = client(&edge);
     let url = edge.url("/slow?delay_ms=1500");
     let in_flight = thread::spawn(move || http.get(url).send().map(|r| r.status().as_u16()));
@@ -269,13 +259,7 @@ fn sigterm_drains_in_flight_requests() {
 
 #[test]
 fn json_access_log_carries_the_ray_id() {
-    let origin = EchoOrigin::start();
-    let o = origin.addr.to_string();
-    let edge = Edge::start(
-        "jsonlog",
-        |l, a| policy(l, a, &o, "", ""),
-        &["--log-format", "json"],
-    );
+    let (_origin, edge) = echo_edge("jsonlog", "", "", &["--log-format", "json"]);
     let response = client(&edge).get(edge.url("/logged")).send().unwrap();
     let ray = response.headers()["cf-ray"].to_str().unwrap().to_string();
     let deadline = Instant::now() + Duration::from_secs(5);

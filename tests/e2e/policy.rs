@@ -1,25 +1,19 @@
 //! Every policy code through the running edge, with clients placed where the databases say by a
-//! trusted proxy's `X-Forwarded-For`. Uses MaxMind's public test databases from `../shared`
-//! (81.2.69.142 is GB, 89.160.20.112 is SE, 1.128.0.1 is AS1221); skipped where they are absent.
+//! trusted proxy's `X-Forwarded-For`. The databases are written by the test (`geo_databases`:
+//! 81.2.69.142 is GB, 89.160.20.112 is SE, 1.128.0.1 is AS1221, as in MaxMind's test files), so
+//! every check runs on every machine; `crates/policy` tests the real files.
 
 use std::net::IpAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use crate::support::*;
 
-fn geo_dir() -> Option<PathBuf> {
-    let dir = repo_root().join("../shared/data/geo/maxmind-test");
-    dir.join("GeoIP2-Country-Test.mmdb").exists().then_some(dir)
-}
-
-fn edge(origin: &EchoOrigin) -> Option<Edge> {
-    let Some(geo) = geo_dir() else {
-        eprintln!("skipped: ../shared/data/geo/maxmind-test is not present");
-        return None;
-    };
+/// The edge under the test policy, and the directory holding its databases (keep it alive).
+fn edge(origin: &EchoOrigin) -> (Edge, Scratch) {
+    let dbs = Scratch::new("geo");
+    let (country, asn) = geo_databases(&dbs.0);
     let o = origin.addr.to_string();
     let top = format!(
         r#"
@@ -75,14 +69,11 @@ characteristics = ["ip.src"]
 period = "2s"
 requests_per_period = 2
 "#,
-        country = geo.join("GeoIP2-Country-Test.mmdb").display(),
-        asn = geo.join("GeoLite2-ASN-Test.mmdb").display(),
+        country = country.display(),
+        asn = asn.display(),
     );
-    Some(Edge::start(
-        "policy",
-        |l, a| policy(l, a, &o, &top, ""),
-        &[],
-    ))
+    let edge = Edge::start("policy", |l, a| policy(l, a, &o, &top, ""), &[]);
+    (edge, dbs)
 }
 
 /// A request as if from `client` (through the trusted proxy at 127.0.0.1), in JSON and in
@@ -159,7 +150,7 @@ fn allowed(edge: &Edge, client: &str, path: &str, headers: &[(&str, &str)]) {
 #[test]
 fn every_policy_code_through_the_edge() {
     let origin = EchoOrigin::start();
-    let Some(edge) = edge(&origin) else { return };
+    let (edge, _dbs) = edge(&origin);
 
     refused(&edge, "203.0.113.5", "/", &[], 1006, 403);
     refused(&edge, "1.128.0.1", "/", &[], 1005, 403);
@@ -198,14 +189,14 @@ fn every_policy_code_through_the_edge() {
 #[test]
 fn allow_rules_skip_blocks_and_custom_rules() {
     let origin = EchoOrigin::start();
-    let Some(edge) = edge(&origin) else { return };
+    let (edge, _dbs) = edge(&origin);
     allowed(&edge, "198.51.100.7", "/wp-login.php", &[]);
 }
 
 #[test]
 fn the_deciding_rule_is_logged() {
     let origin = EchoOrigin::start();
-    let Some(edge) = edge(&origin) else { return };
+    let (edge, _dbs) = edge(&origin);
     refused(&edge, "89.160.20.112", "/", &[], 1009, 403);
     let deadline = std::time::Instant::now() + Duration::from_secs(5);
     while !edge.log().contains("blocked-country") {
@@ -221,7 +212,7 @@ fn the_deciding_rule_is_logged() {
 #[test]
 fn a_spoofed_forwarded_for_from_an_untrusted_peer_changes_nothing() {
     let origin = EchoOrigin::start();
-    let Some(edge) = edge(&origin) else { return };
+    let (edge, _dbs) = edge(&origin);
     // 127.0.0.2 is not a trusted proxy: its X-Forwarded-For claiming a blocked country is ignored.
     let untrusted = reqwest::blocking::Client::builder()
         .resolve("example.com", edge.addr)
@@ -247,7 +238,7 @@ fn a_spoofed_forwarded_for_from_an_untrusted_peer_changes_nothing() {
 #[test]
 fn a_rate_limit_refuses_then_admits_after_its_retry_after() {
     let origin = EchoOrigin::start();
-    let Some(edge) = edge(&origin) else { return };
+    let (edge, _dbs) = edge(&origin);
     let http = reqwest::blocking::Client::builder()
         .resolve("example.com", edge.addr)
         .build()
@@ -313,10 +304,8 @@ fn a_rate_limit_refuses_then_admits_after_its_retry_after() {
 
 #[test]
 fn rate_limit_state_survives_a_reload_of_an_unchanged_rule() {
-    let origin = EchoOrigin::start();
-    let o = origin.addr.to_string();
     let rule = "[[rate_limit]]\nid = \"slow\"\ncharacteristics = [\"ip.src\"]\nperiod = \"60s\"\nrequests_per_period = 1\n";
-    let edge = Edge::start("limit-reload", |l, a| policy(l, a, &o, rule, ""), &[]);
+    let (_origin, edge) = echo_edge("limit-reload", rule, "", &[]);
     let http = client(&edge);
     assert_eq!(
         http.get(edge.url("/")).send().unwrap().status().as_u16(),

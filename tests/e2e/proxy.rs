@@ -5,10 +5,7 @@ use serde_json::Value;
 use crate::support::*;
 
 fn edge() -> (EchoOrigin, Edge) {
-    let origin = EchoOrigin::start();
-    let o = origin.addr.to_string();
-    let edge = Edge::start("proxy", |l, a| policy(l, a, &o, "", ""), &[]);
-    (origin, edge)
+    echo_edge("proxy", "", "", &[])
 }
 
 #[test]
@@ -157,10 +154,8 @@ fn ip_literal_host_without_a_zone_gets_1003() {
 
 #[test]
 fn behind_a_trusted_proxy_the_chain_keeps_every_hop() {
-    let origin = EchoOrigin::start();
-    let o = origin.addr.to_string();
     let top = "[client_ip]\ntrusted_proxies = [\"127.0.0.1/32\"]\n";
-    let edge = Edge::start("xff-trusted", |l, a| policy(l, a, &o, top, ""), &[]);
+    let (_origin, edge) = echo_edge("xff-trusted", top, "", &[]);
     let mut stream = TcpStream::connect(edge.addr).unwrap();
     // Two X-Forwarded-For lines are one list (RFC 9110 section 5.3).
     let response = raw_exchange(

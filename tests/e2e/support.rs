@@ -197,6 +197,15 @@ impl Drop for Edge {
     }
 }
 
+/// The usual setup: an echo origin, and an edge in front of it whose policy is
+/// [`policy`]`(.., top, zone_extra)`, started with `args`.
+pub fn echo_edge(name: &str, top: &str, zone_extra: &str, args: &[&str]) -> (EchoOrigin, Edge) {
+    let origin = EchoOrigin::start();
+    let o = origin.addr.to_string();
+    let edge = Edge::start(name, |l, a| policy(l, a, &o, top, zone_extra), args);
+    (origin, edge)
+}
+
 /// A blocking HTTP client that sends every request for `example.com` (and its subdomains used
 /// by tests) to the edge under test.
 pub fn client(edge: &Edge) -> reqwest::blocking::Client {
@@ -215,6 +224,8 @@ pub fn client(edge: &Edge) -> reqwest::blocking::Client {
 /// `?delay_ms=N`. Each request is answered on its own thread, so slow ones do not queue others.
 pub struct EchoOrigin {
     pub addr: SocketAddr,
+    /// Requests the origin has received, so tests can assert that a refused one never arrived.
+    received: Arc<AtomicUsize>,
     server: Arc<tiny_http::Server>,
     thread: Option<thread::JoinHandle<()>>,
 }
@@ -224,8 +235,11 @@ impl EchoOrigin {
         let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
         let addr = server.server_addr().to_ip().unwrap();
         let worker = server.clone();
+        let received = Arc::new(AtomicUsize::new(0));
+        let counter = received.clone();
         let thread = thread::spawn(move || {
             for mut request in worker.incoming_requests() {
+                counter.fetch_add(1, Ordering::SeqCst);
                 thread::spawn(move || {
                     let mut body = String::new();
                     let _ = request.as_reader().read_to_string(&mut body);
@@ -274,9 +288,15 @@ impl EchoOrigin {
         });
         EchoOrigin {
             addr,
+            received,
             server,
             thread: Some(thread),
         }
+    }
+
+    /// How many requests reached the origin so far.
+    pub fn received(&self) -> usize {
+        self.received.load(Ordering::SeqCst)
     }
 }
 
@@ -408,6 +428,29 @@ pub fn frontmatter(markdown: &str) -> (serde_norway::Value, String) {
     let value: serde_norway::Value = serde_norway::from_str(yaml)
         .unwrap_or_else(|e| panic!("frontmatter is not YAML ({e}): {yaml}"));
     (value, prose.to_string())
+}
+
+/// Country and ASN databases in MaxMind's formats, written with mmdb-writer into `dir`, placing
+/// the addresses the tests use where MaxMind's public test databases place them: 81.2.69.142 in GB,
+/// 89.160.20.112 in SE, 1.128.0.1 in AS1221. Returns the country and ASN database paths.
+pub fn geo_databases(dir: &Path) -> (PathBuf, PathBuf) {
+    use mmdb_writer::{Value, Writer};
+    let net = |s: &str| s.parse::<ipnet::IpNet>().unwrap();
+    let mut country = Writer::new("GeoIP2-Country");
+    for (block, code) in [("81.2.69.0/24", "GB"), ("89.160.20.0/24", "SE")] {
+        let record = Value::map([("country", Value::map([("iso_code", Value::from(code))]))]);
+        country.insert_value(net(block), record).unwrap();
+    }
+    let mut asn = Writer::new("GeoLite2-ASN");
+    asn.insert_value(
+        net("1.128.0.0/16"),
+        Value::map([("autonomous_system_number", Value::from(1221_u32))]),
+    )
+    .unwrap();
+    let (country_path, asn_path) = (dir.join("country.mmdb"), dir.join("asn.mmdb"));
+    std::fs::write(&country_path, country.to_bytes().unwrap()).unwrap();
+    std::fs::write(&asn_path, asn.to_bytes().unwrap()).unwrap();
+    (country_path, asn_path)
 }
 
 pub fn repo_root() -> &'static Path {
