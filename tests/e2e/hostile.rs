@@ -105,6 +105,8 @@ fn hostile_hosts_read_back_through_pyyaml_safe_load() {
             "no",
             "1_000",
             "0x1F",
+            "NULL",
+            "Yes",
             "0o17",
             "1e3",
             "+1",
@@ -144,9 +146,10 @@ fn hostile_hosts_read_back_through_pyyaml_safe_load() {
             "{host}: PyYAML could not load:\n{yaml}"
         );
         let parsed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        // The zone is the host as routing compares it: in lower case.
         assert_eq!(
             parsed["zone"],
-            serde_json::json!(["str", host]),
+            serde_json::json!(["str", host.to_lowercase()]),
             "{host}: zone under PyYAML"
         );
         assert_eq!(

@@ -7,31 +7,52 @@ use std::net::{IpAddr, Ipv4Addr};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use pingora::proxy::Session;
 
-/// The host the client asked for: the URI authority (HTTP/2, absolute-form) or the Host header.
-/// Bytes that are not UTF-8 are replaced, never rejected: the renderers escape what remains.
-pub fn request_host(session: &Session) -> String {
+/// What the connection and the request head say about a request, worked out once by
+/// `request_filter` and read by every later hook.
+#[derive(Debug)]
+pub struct Facts {
+    /// The TCP peer.
+    pub peer: IpAddr,
+    /// Whether the client's connection is TLS.
+    pub tls: bool,
+    /// The host asked for, as the policy compares it: lower case, without a port or a trailing
+    /// dot (the policy's own normaliser). Problems show it as their `zone`, the access log as
+    /// `host`.
+    pub host: Box<str>,
+}
+
+impl Facts {
+    /// Facts for a request that has not been looked at yet.
+    pub fn unknown() -> Facts {
+        Facts {
+            peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            tls: false,
+            host: Box::default(),
+        }
+    }
+
+    /// The facts of `session`'s request; `host` is its [`request_host`], passed in because the
+    /// caller needs it too.
+    pub fn new(session: &Session, host: &str) -> Facts {
+        Facts {
+            peer: peer_ip(session),
+            tls: session.digest().is_some_and(|d| d.ssl_digest.is_some()),
+            host: signpost_policy::normalize_host(host).into(),
+        }
+    }
+}
+
+/// The host the client asked for, as sent: the URI authority (HTTP/2, absolute-form) or the Host
+/// header. Bytes that are not UTF-8 are replaced, never rejected: the renderers escape what
+/// remains. Borrowed unless such bytes had to be replaced.
+pub fn request_host(session: &Session) -> Cow<'_, str> {
     let req = session.req_header();
     if let Some(authority) = req.uri.authority() {
-        return authority.as_str().to_string();
+        return Cow::Borrowed(authority.as_str());
     }
     req.headers
         .get(http::header::HOST)
-        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned())
-        .unwrap_or_default()
-}
-
-/// The zone name shown in problems: the host without its port (`[::1]:8080` → `[::1]`).
-pub fn host_without_port(host: &str) -> &str {
-    match host.rsplit_once(':') {
-        Some((name, port))
-            if !port.is_empty()
-                && port.bytes().all(|b| b.is_ascii_digit())
-                && !name.ends_with(':') =>
-        {
-            name
-        }
-        _ => host,
-    }
+        .map_or(Cow::Borrowed(""), |v| String::from_utf8_lossy(v.as_bytes()))
 }
 
 /// The request's `Accept`, every field line of it: RFC 9110 reads repeated lines as one list.
@@ -87,7 +108,7 @@ impl fmt::Display for LogSafe<'_> {
     }
 }
 
-pub fn peer_ip(session: &Session) -> IpAddr {
+fn peer_ip(session: &Session) -> IpAddr {
     session
         .client_addr()
         .and_then(|a| a.as_inet())
@@ -96,16 +117,7 @@ pub fn peer_ip(session: &Session) -> IpAddr {
 
 #[cfg(test)]
 mod tests {
-    use super::{LogSafe, host_without_port};
-
-    #[test]
-    fn zone_name_drops_only_a_numeric_port() {
-        assert_eq!(host_without_port("example.com:8080"), "example.com");
-        assert_eq!(host_without_port("example.com"), "example.com");
-        assert_eq!(host_without_port("[::1]:8080"), "[::1]");
-        assert_eq!(host_without_port("a: b"), "a: b");
-        assert_eq!(host_without_port("::1"), "::1");
-    }
+    use super::LogSafe;
 
     #[test]
     fn log_text_cannot_forge_fields() {

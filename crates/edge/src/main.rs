@@ -74,9 +74,10 @@ pub struct RunArgs {
     /// Listen on this address instead of the policy's listeners (repeatable).
     #[arg(long)]
     pub listen: Vec<String>,
-    /// Send every zone's traffic to this origin (`host:port`) instead of the policy's.
+    /// Send every zone's traffic to this origin instead of the policy's: `host:port`,
+    /// `http://host[:port]` or `https://host[:port]`, as a zone's `origin` is written.
     #[arg(long)]
-    pub origin: Option<String>,
+    pub origin: Option<signpost_policy::Origin>,
     /// Also reload when the policy file changes (it is always reloaded on SIGHUP).
     #[arg(long)]
     pub watch: bool,

@@ -1,5 +1,6 @@
 //! Prometheus metrics: what the edge answered, how fast the origin was, how reloads went.
 
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
@@ -9,10 +10,12 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+use signpost_problem::Code;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RequestLabels {
-    zone: String,
+    /// The zone's name, shared with the policy: labelling a request allocates nothing.
+    zone: Arc<str>,
     status: u16,
     /// The catalog code of an edge-generated answer; 0 when the origin answered.
     error_code: u16,
@@ -22,7 +25,7 @@ struct RequestLabels {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ZoneLabel {
-    zone: String,
+    zone: Arc<str>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -38,6 +41,8 @@ pub struct Metrics {
     reloads: Family<OutcomeLabel, Counter>,
     rate_limit_keys: Gauge<i64, std::sync::atomic::AtomicI64>,
     policy_generation: Gauge<u64, AtomicU64>,
+    /// The zone label of requests no zone served.
+    no_zone: Arc<str>,
 }
 
 impl Metrics {
@@ -83,22 +88,25 @@ impl Metrics {
             reloads,
             rate_limit_keys,
             policy_generation,
+            no_zone: Arc::from("-"),
         }
     }
 
-    /// Counts one answered request; `upstream_latency` is `None` when no origin was involved.
+    /// Counts one answered request; `zone` is `None` when no zone served it, `upstream_latency`
+    /// is `None` when no origin was involved.
     pub fn observe_request(
         &self,
-        zone: &str,
+        zone: Option<&Arc<str>>,
         status: u16,
-        error_code: Option<u16>,
+        error_code: Option<Code>,
         format: &'static str,
         upstream_latency: Option<Duration>,
     ) {
+        let zone = zone.unwrap_or(&self.no_zone);
         let labels = RequestLabels {
-            zone: zone.to_string(),
+            zone: zone.clone(),
             status,
-            error_code: error_code.unwrap_or(0),
+            error_code: error_code.map_or(0, Code::get),
             format: if error_code.is_some() {
                 format
             } else {
@@ -108,9 +116,7 @@ impl Metrics {
         self.requests.get_or_create(&labels).inc();
         if let Some(latency) = upstream_latency {
             self.upstream_latency
-                .get_or_create(&ZoneLabel {
-                    zone: zone.to_string(),
-                })
+                .get_or_create(&ZoneLabel { zone: zone.clone() })
                 .observe(latency.as_secs_f64());
         }
     }

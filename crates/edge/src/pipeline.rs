@@ -23,10 +23,10 @@ use async_trait::async_trait;
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
 use pingora::proxy::FailToProxy;
-use signpost_policy::{RequestFacts, Verdict, Zone};
-use signpost_problem::{Format, Problem};
+use signpost_policy::{Origin, RequestFacts, Verdict, Zone};
+use signpost_problem::{Code, Format, Problem};
 
-use crate::facts::{LogSafe, forwarded_for, host_without_port, peer_ip, request_host};
+use crate::facts::{Facts, LogSafe, forwarded_for, request_host};
 use crate::metrics::Metrics;
 use crate::origin::OriginResolver;
 use crate::ray::RayId;
@@ -40,8 +40,8 @@ const ERROR_PAGE_PREFIX: &str = "/cdn-cgi/error";
 pub struct Edge {
     /// The compiled policy, swapped whole on reload; each request holds the one it started with.
     pub policy: Arc<ArcSwap<Loaded>>,
-    /// `--origin` from the command line: replaces every zone's origin address.
-    pub origin_override: Option<(String, u16)>,
+    /// `--origin` from the command line: replaces every zone's origin.
+    pub origin_override: Option<Origin>,
     pub metrics: Arc<Metrics>,
     /// Origin names resolved recently, so that a request does not wait for DNS.
     resolver: OriginResolver,
@@ -51,11 +51,13 @@ pub struct Edge {
 pub struct RequestCtx {
     pub ray_id: RayId,
     started: Instant,
+    /// Peer, TLS and host, worked out once at the start of `request_filter`.
+    facts: Facts,
     policy: Option<Arc<Loaded>>,
     zone: Option<usize>,
     client_ip: Option<IpAddr>,
     /// The catalog code of an edge-generated answer, if the edge answered.
-    error_code: Option<u16>,
+    error_code: Option<Code>,
     format: Option<Format>,
     rule_id: Option<Arc<str>>,
     upstream: Option<SocketAddr>,
@@ -68,7 +70,7 @@ pub struct RequestCtx {
 impl Edge {
     pub fn new(
         policy: Arc<ArcSwap<Loaded>>,
-        origin_override: Option<(String, u16)>,
+        origin_override: Option<Origin>,
         metrics: Arc<Metrics>,
     ) -> Edge {
         Edge {
@@ -92,13 +94,13 @@ impl Edge {
         &self,
         session: &mut Session,
         ctx: &mut RequestCtx,
-        code: u16,
+        code: Code,
         retry_after: Option<u32>,
     ) -> Result<()> {
-        // Every code the edge raises is in the catalog (its tests check the policy's codes); a
+        // Every code the edge raises is in the catalog (a test checks each `Code` constant); a
         // code that were not would still get a well-formed answer, the edge's own 500.
         let entry = signpost_problem::lookup(code)
-            .or_else(|| signpost_problem::lookup(500))
+            .or_else(|| signpost_problem::lookup(Code::INTERNAL_ERROR))
             .unwrap_or_else(signpost_problem::not_found);
         self.answer_entry(session, ctx, entry, retry_after).await
     }
@@ -111,14 +113,12 @@ impl Edge {
         retry_after: Option<u32>,
     ) -> Result<()> {
         let format = signpost_problem::negotiate(crate::facts::accept(session).as_deref());
-        let host = request_host(session);
-        let zone_name = host_without_port(&host);
         let ray = ctx.ray_id.to_hex();
         let problem = Problem {
             entry,
             ray_id: ray.as_str(),
             timestamp: SystemTime::now(),
-            zone: zone_name,
+            zone: &ctx.facts.host,
             retry_after,
         };
         let loaded = ctx
@@ -158,6 +158,7 @@ impl ProxyHttp for Edge {
         RequestCtx {
             ray_id: RayId::next(),
             started: Instant::now(),
+            facts: Facts::unknown(),
             policy: None,
             zone: None,
             client_ip: None,
@@ -179,6 +180,8 @@ impl ProxyHttp for Edge {
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         let loaded = self.policy.load_full();
         ctx.policy = Some(loaded.clone());
+        let host = request_host(session);
+        ctx.facts = Facts::new(session, &host);
 
         // 1. The error test endpoint: `/cdn-cgi/error/<code>`.
         if let Some(entry) = error_page(session.req_header().uri.path()) {
@@ -188,19 +191,14 @@ impl ProxyHttp for Edge {
 
         // 2. Client facts, then the policy's decision (its phases start with the TLS Host/SNI
         //    check, 1013, and host routing).
-        let host = request_host(session);
-        let peer = peer_ip(session);
-        let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
-        let sni = crate::tls::client_sni(session.digest());
         let req = session.req_header();
-        let uri = req.uri.path_and_query().map_or("/", |pq| pq.as_str());
         let facts = RequestFacts {
-            peer,
+            peer: ctx.facts.peer,
             host: &host,
             method: req.method.as_str(),
-            uri,
-            tls,
-            sni,
+            uri: req.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+            tls: ctx.facts.tls,
+            sni: crate::tls::client_sni(session.digest()),
             headers: &req.headers,
         };
         let decision = loaded.policy.decide(&facts, Instant::now());
@@ -230,20 +228,17 @@ impl ProxyHttp for Edge {
         let zone = self
             .zone(ctx)
             .ok_or_else(|| Error::explain(InternalError, "proxying without a zone"))?;
-        let (host, port) = match &self.origin_override {
-            Some((host, port)) => (host.as_str(), *port),
-            None => (zone.origin.host.as_str(), zone.origin.port),
-        };
+        let origin = self.origin_override.as_ref().unwrap_or(&zone.origin);
         let addr = self
             .resolver
-            .resolve(host, port, zone.connect_timeout)
+            .resolve(&origin.host, origin.port, zone.connect_timeout)
             .await?;
-        let mut peer = HttpPeer::new(addr, zone.origin.tls, zone.origin.sni.clone());
+        let mut peer = HttpPeer::new(addr, origin.tls, origin.sni.clone());
         peer.options.connection_timeout = Some(zone.connect_timeout);
         peer.options.read_timeout = Some(zone.read_timeout);
         peer.options.write_timeout = Some(zone.write_timeout);
-        peer.options.verify_cert = zone.origin.verify_cert;
-        peer.options.verify_hostname = zone.origin.verify_cert;
+        peer.options.verify_cert = origin.verify_cert;
+        peer.options.verify_hostname = origin.verify_cert;
         ctx.upstream = Some(addr);
         ctx.upstream_started = Some(Instant::now());
         Ok(Box::new(peer))
@@ -271,10 +266,9 @@ impl ProxyHttp for Edge {
         upstream: &mut RequestHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        let peer = peer_ip(session);
+        let Facts { peer, tls, .. } = ctx.facts;
         let client = ctx.client_ip.unwrap_or(peer);
         upstream.insert_header("x-forwarded-for", forwarded_for(session, peer))?;
-        let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
         upstream.insert_header("x-forwarded-proto", if tls { "https" } else { "http" })?;
         upstream.insert_header("cf-connecting-ip", client.to_string())?;
         upstream.insert_header(
@@ -309,7 +303,7 @@ impl ProxyHttp for Edge {
         ctx: &mut RequestCtx,
     ) -> FailToProxy {
         let code = match rescue(e) {
-            Rescue::Code(code) => code,
+            Rescue::Answer(code) => code,
             Rescue::ClientGone => {
                 return FailToProxy {
                     error_code: 0,
@@ -354,8 +348,7 @@ impl ProxyHttp for Edge {
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let duration = ctx.started.elapsed();
-        let zone = self.zone(ctx).map(|z| z.name.as_str()).unwrap_or("-");
-        let host = request_host(session);
+        let zone = self.zone(ctx).map(|z| &z.name);
         let req = session.req_header();
         let format = ctx.format.map_or("-", |f| f.as_str());
         let upstream_latency = ctx.upstream_started.map(|t| t.elapsed());
@@ -369,18 +362,19 @@ impl ProxyHttp for Edge {
         tracing::info!(
             target: "access",
             ray_id = %ctx.ray_id,
-            client = %ctx.client_ip.unwrap_or_else(|| peer_ip(session)),
+            client = %ctx.client_ip.unwrap_or(ctx.facts.peer),
             method = %req.method,
-            host = %LogSafe(&host),
+            // As the client sent it, port and case included: what an operator greps for.
+            host = %LogSafe(&request_host(session)),
             path = %LogSafe(req.uri.path()),
             status,
-            error_code = ctx.error_code.unwrap_or(0),
+            error_code = ctx.error_code.map_or(0, Code::get),
             format,
-            zone,
+            zone = zone.map_or("-", |z| &**z),
             rule = ctx.rule_id.as_deref().unwrap_or("-"),
-            upstream = %ctx.upstream.map_or_else(|| "-".to_string(), |a| a.to_string()),
+            upstream = %OrDash(ctx.upstream),
             duration_ms = duration.as_secs_f64() * 1000.0,
-            error = %e.map_or_else(String::new, |e| e.etype().as_str().to_string()),
+            error = e.map_or("", |e| e.etype().as_str()),
         );
     }
 }
@@ -394,5 +388,17 @@ fn error_page(path: &str) -> Option<&'static signpost_problem::CatalogEntry> {
         None if rest.is_empty() => Some(signpost_problem::not_found()),
         // `/cdn-cgi/errors` and the like are ordinary paths.
         None => None,
+    }
+}
+
+/// An optional value in a log line: the value, or `-`.
+struct OrDash<T>(Option<T>);
+
+impl<T: std::fmt::Display> std::fmt::Display for OrDash<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(v) => v.fmt(f),
+            None => f.write_str("-"),
+        }
     }
 }

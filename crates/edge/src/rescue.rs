@@ -1,6 +1,7 @@
 //! The one table from a failure while proxying to the error code the client is told.
 
 use pingora::{Error, ErrorSource, ErrorType};
+use signpost_problem::Code;
 
 /// The error type raised when the origin's host name does not resolve (1016).
 pub const ORIGIN_DNS_ERROR: ErrorType = ErrorType::Custom("OriginDnsError");
@@ -9,7 +10,7 @@ pub const ORIGIN_DNS_ERROR: ErrorType = ErrorType::Custom("OriginDnsError");
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rescue {
     /// Render this catalog code.
-    Code(u16),
+    Answer(Code),
     /// The client's own connection is gone or broken: nothing can be written.
     ClientGone,
 }
@@ -22,34 +23,38 @@ pub enum Rescue {
 pub fn rescue(e: &Error) -> Rescue {
     use ErrorType::*;
     if *e.etype() == ORIGIN_DNS_ERROR {
-        return Rescue::Code(1016);
+        return Rescue::Answer(Code::ORIGIN_DNS_ERROR);
     }
     match e.esource() {
-        ErrorSource::Upstream => Rescue::Code(match e.etype() {
-            ConnectRefused => 521,
-            ConnectTimedout => 522,
-            ConnectNoRoute => 523,
-            ReadTimedout | WriteTimedout => 524,
-            TLSHandshakeFailure | TLSHandshakeTimedout | HandshakeError | TLSWantX509Lookup => 525,
-            InvalidCert => 526,
+        ErrorSource::Upstream => Rescue::Answer(match e.etype() {
+            ConnectRefused => Code::ORIGIN_DOWN,
+            ConnectTimedout => Code::CONNECTION_TIMED_OUT,
+            ConnectNoRoute => Code::ORIGIN_UNREACHABLE,
+            ReadTimedout | WriteTimedout => Code::ORIGIN_TIMEOUT,
+            TLSHandshakeFailure | TLSHandshakeTimedout | HandshakeError | TLSWantX509Lookup => {
+                Code::ORIGIN_SSL_HANDSHAKE_FAILED
+            }
+            InvalidCert => Code::ORIGIN_INVALID_CERT,
             // The origin accepted the connection, then sent nothing usable.
-            ConnectionClosed | ReadError | InvalidHTTPHeader | H1Error | H2Error | InvalidH2 => 520,
-            _ => 502,
+            ConnectionClosed | ReadError | InvalidHTTPHeader | H1Error | H2Error | InvalidH2 => {
+                Code::ORIGIN_UNKNOWN_ERROR
+            }
+            _ => Code::BAD_GATEWAY,
         }),
         ErrorSource::Downstream => match e.etype() {
             WriteError | ReadError | ConnectionClosed => Rescue::ClientGone,
             // A request we could not read (or a body we could not take): the edge's fault
             // only in that it must answer; 500 is the closest catalog entry.
-            _ => Rescue::Code(500),
+            _ => Rescue::Answer(Code::INTERNAL_ERROR),
         },
         ErrorSource::Internal | ErrorSource::Unset => match e.etype() {
             // Pingora reports a refused or timed-out connect from the connector with the
             // source left unset in some paths; name them as the origin's failures anyway.
-            ConnectRefused => Rescue::Code(521),
-            ConnectTimedout => Rescue::Code(522),
-            ConnectNoRoute => Rescue::Code(523),
-            HTTPStatus(code) if (500..600).contains(code) => Rescue::Code(*code),
-            _ => Rescue::Code(500),
+            ConnectRefused => Rescue::Answer(Code::ORIGIN_DOWN),
+            ConnectTimedout => Rescue::Answer(Code::CONNECTION_TIMED_OUT),
+            ConnectNoRoute => Rescue::Answer(Code::ORIGIN_UNREACHABLE),
+            HTTPStatus(code) if (500..600).contains(code) => Rescue::Answer(Code::new(*code)),
+            _ => Rescue::Answer(Code::INTERNAL_ERROR),
         },
     }
 }
@@ -64,20 +69,50 @@ mod tests {
 
     #[test]
     fn origin_failures_map_to_52x() {
-        assert_eq!(upstream(ErrorType::ConnectRefused), Rescue::Code(521));
-        assert_eq!(upstream(ErrorType::ConnectTimedout), Rescue::Code(522));
-        assert_eq!(upstream(ErrorType::ConnectNoRoute), Rescue::Code(523));
-        assert_eq!(upstream(ErrorType::ReadTimedout), Rescue::Code(524));
-        assert_eq!(upstream(ErrorType::TLSHandshakeFailure), Rescue::Code(525));
-        assert_eq!(upstream(ErrorType::InvalidCert), Rescue::Code(526));
-        assert_eq!(upstream(ErrorType::ConnectionClosed), Rescue::Code(520));
-        assert_eq!(upstream(ErrorType::InvalidHTTPHeader), Rescue::Code(520));
-        assert_eq!(upstream(ErrorType::SocketError), Rescue::Code(502));
+        assert_eq!(
+            upstream(ErrorType::ConnectRefused),
+            Rescue::Answer(Code::new(521))
+        );
+        assert_eq!(
+            upstream(ErrorType::ConnectTimedout),
+            Rescue::Answer(Code::new(522))
+        );
+        assert_eq!(
+            upstream(ErrorType::ConnectNoRoute),
+            Rescue::Answer(Code::new(523))
+        );
+        assert_eq!(
+            upstream(ErrorType::ReadTimedout),
+            Rescue::Answer(Code::new(524))
+        );
+        assert_eq!(
+            upstream(ErrorType::TLSHandshakeFailure),
+            Rescue::Answer(Code::new(525))
+        );
+        assert_eq!(
+            upstream(ErrorType::InvalidCert),
+            Rescue::Answer(Code::new(526))
+        );
+        assert_eq!(
+            upstream(ErrorType::ConnectionClosed),
+            Rescue::Answer(Code::new(520))
+        );
+        assert_eq!(
+            upstream(ErrorType::InvalidHTTPHeader),
+            Rescue::Answer(Code::new(520))
+        );
+        assert_eq!(
+            upstream(ErrorType::SocketError),
+            Rescue::Answer(Code::new(502))
+        );
     }
 
     #[test]
     fn dns_failure_is_1016_whatever_the_source() {
-        assert_eq!(rescue(&Error::new(ORIGIN_DNS_ERROR)), Rescue::Code(1016));
+        assert_eq!(
+            rescue(&Error::new(ORIGIN_DNS_ERROR)),
+            Rescue::Answer(Code::new(1016))
+        );
     }
 
     #[test]
@@ -89,26 +124,37 @@ mod tests {
 
 #[cfg(test)]
 mod catalog_coverage {
-    use signpost_policy::codes;
+    use signpost_policy::Code;
 
     /// Every code the edge can raise, from the policy, the pipeline or the rescue table, has a
     /// catalog entry, so no answer falls back to the generic 500.
     #[test]
     fn every_code_the_edge_raises_is_in_the_catalog() {
-        let policy = [
-            codes::DNS_RESOLUTION_ERROR,
-            codes::DIRECT_IP_ACCESS,
-            codes::ASN_BANNED,
-            codes::IP_BANNED,
-            codes::COUNTRY_BANNED,
-            codes::BROWSER_SIGNATURE_BANNED,
-            codes::HOTLINKING_DENIED,
-            codes::RATE_LIMITED,
-            codes::FIREWALL_RULE_BLOCKED,
-            codes::LEGAL_BLOCK,
+        let codes = [
+            Code::DNS_RESOLUTION_ERROR,
+            Code::DIRECT_IP_ACCESS,
+            Code::ASN_BANNED,
+            Code::IP_BANNED,
+            Code::COUNTRY_BANNED,
+            Code::BROWSER_SIGNATURE_BANNED,
+            Code::HOTLINKING_DENIED,
+            Code::TLS_HOST_MISMATCH,
+            Code::RATE_LIMITED,
+            Code::ORIGIN_DNS_ERROR,
+            Code::FIREWALL_RULE_BLOCKED,
+            Code::LEGAL_BLOCK,
+            Code::NOT_FOUND,
+            Code::INTERNAL_ERROR,
+            Code::BAD_GATEWAY,
+            Code::ORIGIN_UNKNOWN_ERROR,
+            Code::ORIGIN_DOWN,
+            Code::CONNECTION_TIMED_OUT,
+            Code::ORIGIN_UNREACHABLE,
+            Code::ORIGIN_TIMEOUT,
+            Code::ORIGIN_SSL_HANDSHAKE_FAILED,
+            Code::ORIGIN_INVALID_CERT,
         ];
-        let edge = [1013, 1016, 500, 502, 520, 521, 522, 523, 524, 525, 526];
-        for code in policy.into_iter().chain(edge) {
+        for code in codes {
             assert!(
                 signpost_problem::lookup(code).is_some(),
                 "{code} is not in the catalog"

@@ -1,6 +1,5 @@
 //! Assembling the Pingora server: the edge's listeners, the admin listener, the reloader.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -9,6 +8,7 @@ use pingora::server::Server;
 use pingora::server::configuration::ServerConf;
 use pingora::services::background::background_service;
 use pingora::services::listening::Service;
+use signpost_policy::{Listener, TlsFiles};
 
 use crate::admin::Admin;
 use crate::metrics::Metrics;
@@ -22,22 +22,15 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
     let loaded = Loaded::load(&args.config, None).map_err(|err| anyhow::anyhow!("{err}"))?;
     let policy = &loaded.policy;
-    let origin_override = args.origin.as_deref().map(parse_origin).transpose()?;
-    let listeners: Vec<(String, Option<(PathBuf, PathBuf)>)> = if args.listen.is_empty() {
-        policy
-            .listeners()
-            .iter()
-            .map(|l| {
-                (
-                    l.addr.clone(),
-                    l.tls.as_ref().map(|t| (t.cert.clone(), t.key.clone())),
-                )
-            })
-            .collect()
+    let listeners: Vec<Listener> = if args.listen.is_empty() {
+        policy.listeners().to_vec()
     } else {
         args.listen
             .iter()
-            .map(|addr| (addr.clone(), None))
+            .map(|addr| Listener {
+                addr: addr.clone(),
+                tls: None,
+            })
             .collect()
     };
     anyhow::ensure!(
@@ -61,13 +54,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
 
-    let edge = Edge::new(policy.clone(), origin_override, metrics.clone());
+    let edge = Edge::new(policy.clone(), args.origin, metrics.clone());
     let mut proxy =
         pingora::proxy::http_proxy_service_with_name(&server.configuration, edge, "signpost edge");
-    for (addr, tls) in &listeners {
+    for Listener { addr, tls } in &listeners {
         match tls {
             None => proxy.add_tcp(addr),
-            Some((cert, key)) => {
+            Some(TlsFiles { cert, key }) => {
                 let cert = cert.to_str().context("certificate path is not UTF-8")?;
                 let key = key.to_str().context("key path is not UTF-8")?;
                 let settings = crate::tls::listener_settings(cert, key)
@@ -79,7 +72,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     server.add_service(proxy);
 
     if let Some(admin_addr) = &admin_addr {
-        let listen_addrs = listeners.iter().map(|(addr, _)| addr.clone()).collect();
+        let listen_addrs = listeners.iter().map(|l| l.addr.clone()).collect();
         let admin = Admin::new(policy.clone(), metrics.clone(), listen_addrs);
         let mut service = Service::new("signpost admin".to_string(), admin);
         service.add_tcp(admin_addr);
@@ -91,28 +84,12 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 
     tracing::info!(
         config = %args.config.display(),
-        listeners = ?listeners.iter().map(|(a, _)| a.as_str()).collect::<Vec<_>>(),
+        listeners = ?listeners.iter().map(|l| l.addr.as_str()).collect::<Vec<_>>(),
         admin = admin_addr.as_deref().unwrap_or("-"),
         "signpost starting"
     );
     server.bootstrap();
     server.run_forever()
-}
-
-/// `--origin host:port`, with `[v6]:port` accepted.
-fn parse_origin(value: &str) -> anyhow::Result<(String, u16)> {
-    let (host, port) = value
-        .rsplit_once(':')
-        .with_context(|| format!("--origin {value}: expected host:port"))?;
-    let port = port
-        .parse()
-        .with_context(|| format!("--origin {value}: bad port"))?;
-    let host = host
-        .strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host);
-    anyhow::ensure!(!host.is_empty(), "--origin {value}: empty host");
-    Ok((host.to_string(), port))
 }
 
 fn init_logging(format: LogFormat) {
@@ -129,25 +106,4 @@ fn init_logging(format: LogFormat) {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_origin;
-
-    #[test]
-    fn origin_override_forms() {
-        assert_eq!(
-            parse_origin("127.0.0.1:8000").unwrap(),
-            ("127.0.0.1".to_string(), 8000)
-        );
-        assert_eq!(parse_origin("[::1]:80").unwrap(), ("::1".to_string(), 80));
-        assert_eq!(
-            parse_origin("origin.internal:443").unwrap(),
-            ("origin.internal".to_string(), 443)
-        );
-        assert!(parse_origin("nohost").is_err());
-        assert!(parse_origin(":80").is_err());
-        assert!(parse_origin("a:99999").is_err());
-    }
 }

@@ -4,7 +4,8 @@ use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::decision::{Decision, RequestFacts, Verdict, codes};
+use crate::Code;
+use crate::decision::{Decision, RequestFacts, Verdict};
 use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
 use crate::expr::Cx;
 use crate::host::{HostName, HostTable, host_without_port, parse_host};
@@ -105,12 +106,6 @@ impl CompiledPolicy {
         self.admin.as_deref()
     }
 
-    /// The zone serving `host`: case-insensitive, ignoring a `:port` and a trailing dot; exact
-    /// names win over `*.suffix` wildcards, which win over the catch-all `*`.
-    pub fn zone_for_host(&self, host: &str) -> Option<&Zone> {
-        self.hosts.lookup(host).and_then(|i| self.zones.get(i))
-    }
-
     /// All zones, in file order; [`Decision::zone`] indexes this.
     pub fn zones(&self) -> &[Zone] {
         &self.zones
@@ -165,17 +160,12 @@ impl CompiledPolicy {
             Some(zone) => ControlFlow::Continue(zone),
             None => {
                 d.verdict = match parse_host(facts.host) {
-                    HostName::Ip(_) => Verdict::refuse(codes::DIRECT_IP_ACCESS),
-                    HostName::Name(_) => Verdict::refuse(codes::DNS_RESOLUTION_ERROR),
+                    HostName::Ip(_) => Verdict::refuse(Code::DIRECT_IP_ACCESS),
+                    HostName::Name(_) => Verdict::refuse(Code::DNS_RESOLUTION_ERROR),
                 };
                 ControlFlow::Break(())
             }
         }
-    }
-
-    /// The `description` a rule was given, by rule id.
-    pub fn rule_description(&self, id: &str) -> Option<&str> {
-        self.rules.descriptions.get(id).map(String::as_str)
     }
 
     /// Rate-limit keys currently tracked, across all rules (for metrics).
@@ -197,7 +187,7 @@ fn tls_host_matches_sni(facts: &RequestFacts<'_>, d: &mut Decision) -> ControlFl
     if host.eq_ignore_ascii_case(sni) {
         ControlFlow::Continue(())
     } else {
-        d.verdict = Verdict::refuse(codes::TLS_HOST_MISMATCH);
+        d.verdict = Verdict::refuse(Code::TLS_HOST_MISMATCH);
         ControlFlow::Break(())
     }
 }
@@ -241,15 +231,21 @@ mod tests {
             d.client_ip,
             "198.51.100.4".parse::<std::net::IpAddr>().unwrap()
         );
-        assert_eq!(decide_host(&p, "other.org").verdict, Verdict::refuse(1001));
-        assert_eq!(decide_host(&p, "").verdict, Verdict::refuse(1001));
+        assert_eq!(
+            decide_host(&p, "other.org").verdict,
+            Verdict::refuse(Code::new(1001))
+        );
+        assert_eq!(
+            decide_host(&p, "").verdict,
+            Verdict::refuse(Code::new(1001))
+        );
         assert_eq!(
             decide_host(&p, "203.0.113.9").verdict,
-            Verdict::refuse(1003)
+            Verdict::refuse(Code::new(1003))
         );
         assert_eq!(
             decide_host(&p, "[2001:db8::1]:443").verdict,
-            Verdict::refuse(1003)
+            Verdict::refuse(Code::new(1003))
         );
         assert_eq!(decide_host(&p, "192.0.2.1:8080").zone, Some(1));
     }
@@ -259,8 +255,8 @@ mod tests {
         let p = CompiledPolicy::from_toml(POLICY, "t.toml", Path::new("."), None).unwrap();
         assert_eq!(p.listeners()[0].addr, "0.0.0.0:8080");
         assert_eq!(p.admin(), Some("127.0.0.1:9901"));
-        let z = p.zone_for_host("a.example.com.").unwrap();
-        assert_eq!(z.name, "example");
+        let z = &p.zones()[decide_host(&p, "a.example.com.").zone.unwrap()];
+        assert_eq!(&*z.name, "example");
         assert_eq!(z.read_timeout, std::time::Duration::from_secs(100));
         assert_eq!(z.connect_timeout, std::time::Duration::from_secs(10));
         assert_eq!(z.write_timeout, std::time::Duration::from_secs(30));

@@ -3,6 +3,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
+use signpost_problem::Code;
+
 /// The facts about one request that the policy decides on. All borrowed: building one costs
 /// nothing.
 #[derive(Debug, Clone, Copy)]
@@ -47,7 +49,7 @@ pub enum Verdict {
     /// Answer with the catalog error `code` (e.g. 1020) instead of forwarding.
     Refuse {
         /// The 1xxx catalog code.
-        code: u16,
+        code: Code,
         /// Seconds until the client may succeed, for rate limits (whole seconds, at least 1).
         retry_after: Option<u32>,
     },
@@ -55,36 +57,10 @@ pub enum Verdict {
 
 impl Verdict {
     /// A refusal without a retry time.
-    pub(crate) const fn refuse(code: u16) -> Verdict {
+    pub(crate) const fn refuse(code: Code) -> Verdict {
         Verdict::Refuse {
             code,
             retry_after: None,
         }
     }
-}
-
-/// Catalog codes the policy raises.
-pub mod codes {
-    /// The host is served by no zone.
-    pub const DNS_RESOLUTION_ERROR: u16 = 1001;
-    /// The Host is an IP address literal.
-    pub const DIRECT_IP_ACCESS: u16 = 1003;
-    /// Over TLS, the Host names another server than the handshake's SNI.
-    pub const TLS_HOST_MISMATCH: u16 = 1013;
-    /// The client's ASN is blocked.
-    pub const ASN_BANNED: u16 = 1005;
-    /// The client's IP address is blocked.
-    pub const IP_BANNED: u16 = 1006;
-    /// The client's country is blocked.
-    pub const COUNTRY_BANNED: u16 = 1009;
-    /// The browser signature (User-Agent) is blocked.
-    pub const BROWSER_SIGNATURE_BANNED: u16 = 1010;
-    /// Hotlinking of a protected resource.
-    pub const HOTLINKING_DENIED: u16 = 1011;
-    /// Rate limited (HTTP 429).
-    pub const RATE_LIMITED: u16 = 1015;
-    /// Blocked by a custom (WAF) rule.
-    pub const FIREWALL_RULE_BLOCKED: u16 = 1020;
-    /// Unavailable for legal reasons (HTTP 451).
-    pub const LEGAL_BLOCK: u16 = 1026;
 }

@@ -85,6 +85,10 @@ pub(crate) struct ZoneFile {
 #[serde(deny_unknown_fields)]
 pub(crate) struct AccessRuleFile {
     pub id: Spanned<String>,
+    #[expect(
+        dead_code,
+        reason = "a note for people reading the policy; checked to be text, not used"
+    )]
     pub description: Option<String>,
     pub action: Spanned<String>,
     pub ip: Option<Spanned<Vec<Spanned<String>>>>,
@@ -96,6 +100,10 @@ pub(crate) struct AccessRuleFile {
 #[serde(deny_unknown_fields)]
 pub(crate) struct BrowserCheckFile {
     pub id: Option<Spanned<String>>,
+    #[expect(
+        dead_code,
+        reason = "a note for people reading the policy; checked to be text, not used"
+    )]
     pub description: Option<String>,
     pub block_empty_user_agent: Option<bool>,
     #[serde(default)]
@@ -106,6 +114,10 @@ pub(crate) struct BrowserCheckFile {
 #[serde(deny_unknown_fields)]
 pub(crate) struct HotlinkFile {
     pub id: Option<Spanned<String>>,
+    #[expect(
+        dead_code,
+        reason = "a note for people reading the policy; checked to be text, not used"
+    )]
     pub description: Option<String>,
     pub extensions: Spanned<Vec<Spanned<String>>>,
     #[serde(default)]
@@ -116,6 +128,10 @@ pub(crate) struct HotlinkFile {
 #[serde(deny_unknown_fields)]
 pub(crate) struct LegalRuleFile {
     pub id: Spanned<String>,
+    #[expect(
+        dead_code,
+        reason = "a note for people reading the policy; checked to be text, not used"
+    )]
     pub description: Option<String>,
     pub expression: Spanned<String>,
 }
@@ -124,6 +140,10 @@ pub(crate) struct LegalRuleFile {
 #[serde(deny_unknown_fields)]
 pub(crate) struct CustomRuleFile {
     pub id: Spanned<String>,
+    #[expect(
+        dead_code,
+        reason = "a note for people reading the policy; checked to be text, not used"
+    )]
     pub description: Option<String>,
     pub action: Spanned<String>,
     pub expression: Spanned<String>,
@@ -133,6 +153,10 @@ pub(crate) struct CustomRuleFile {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RateLimitFile {
     pub id: Spanned<String>,
+    #[expect(
+        dead_code,
+        reason = "a note for people reading the policy; checked to be text, not used"
+    )]
     pub description: Option<String>,
     pub expression: Option<Spanned<String>>,
     pub characteristics: Option<Spanned<Vec<Spanned<String>>>>,

@@ -65,10 +65,11 @@ pub(crate) fn host_without_port(host: &str) -> &str {
     }
 }
 
-/// The Host as `http.host` shows it and rules compare it: [`host_without_port`] in lower case.
+/// The Host as `http.host` shows it and rules compare it: without a `:port` or a trailing dot (an IPv6
+/// literal keeps its brackets), in lower case.
 /// Host names are case-insensitive (RFC 9110 §4.2.3), so `BLOCKED.test` must meet the rules
 /// written for `blocked.test`. Borrowed unless the client sent an upper-case letter.
-pub(crate) fn normalized_host(host: &str) -> std::borrow::Cow<'_, str> {
+pub fn normalize_host(host: &str) -> std::borrow::Cow<'_, str> {
     let host = host_without_port(host);
     if host
         .bytes()

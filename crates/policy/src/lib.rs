@@ -14,7 +14,7 @@
 //! ```
 //! use std::path::Path;
 //! use std::time::Instant;
-//! use signpost_policy::{CompiledPolicy, RequestFacts, Verdict};
+//! use signpost_policy::{Code, CompiledPolicy, RequestFacts, Verdict};
 //!
 //! let policy = CompiledPolicy::from_toml(
 //!     r#"
@@ -47,7 +47,7 @@
 //! let unknown = RequestFacts { host: "other.org", ..facts };
 //! assert_eq!(
 //!     policy.decide(&unknown, Instant::now()).verdict,
-//!     Verdict::Refuse { code: 1001, retry_after: None },
+//!     Verdict::Refuse { code: Code::DNS_RESOLUTION_ERROR, retry_after: None },
 //! );
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -70,13 +70,15 @@ mod ratelimit;
 mod rules;
 
 pub use compiled::CompiledPolicy;
-pub use decision::{Decision, RequestFacts, Verdict, codes};
+pub use decision::{Decision, RequestFacts, Verdict};
 pub use error::{Location, PolicyError, Problem, ProblemKind};
 pub use expr::{
     Expression, ExpressionError, MAX_EXPRESSION_LEN, MAX_NESTING, MAX_REGEX_SIZE, ParsedExpression,
 };
+pub use host::normalize_host;
 pub use policy::{
     BrandingConfig, DEFAULT_ADMIN, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LISTEN, DEFAULT_READ_TIMEOUT,
     DEFAULT_WRITE_TIMEOUT, Listener, Origin, TlsFiles, Zone,
 };
 pub use ratelimit::DEFAULT_MAX_KEYS;
+pub use signpost_problem::Code;

@@ -66,8 +66,8 @@ pub struct Origin {
 /// A set of host names served by one origin, with its timeouts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Zone {
-    /// The zone's name, unique in the policy.
-    pub name: String,
+    /// The zone's name, unique in the policy; shared, so that metric labels cost no allocation.
+    pub name: std::sync::Arc<str>,
     /// Host patterns as written (lower-cased): `example.com`, `*.example.com`, `*`.
     pub hosts: Vec<String>,
     /// Where to forward.
@@ -373,7 +373,7 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
         let write_timeout = duration(d, z.write_timeout.as_ref(), DEFAULT_WRITE_TIMEOUT);
         if let Some(origin) = origin {
             zones.push(Zone {
-                name,
+                name: name.into(),
                 hosts,
                 origin,
                 connect_timeout,
@@ -414,6 +414,16 @@ pub(crate) fn duration(
             );
             default
         }
+    }
+}
+
+impl std::str::FromStr for Origin {
+    type Err = String;
+
+    /// Parses an origin as the policy writes it (see [`parse_origin`]); the edge's `--origin`
+    /// uses the same parser.
+    fn from_str(s: &str) -> Result<Origin, String> {
+        parse_origin(s)
     }
 }
 

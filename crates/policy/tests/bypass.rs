@@ -93,7 +93,9 @@ fn verdict(
     let d = p.decide(&facts, Instant::now());
     match d.verdict {
         Verdict::Proxy => None,
-        Verdict::Refuse { code, .. } => Some((code, d.rule_id.as_deref().unwrap_or("").into())),
+        Verdict::Refuse { code, .. } => {
+            Some((code.get(), d.rule_id.as_deref().unwrap_or("").into()))
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use ipnet::IpNet;
 use mmdb_writer::{Value, Writer};
-use signpost_policy::{CompiledPolicy, Decision, RequestFacts, Verdict};
+use signpost_policy::{Code, CompiledPolicy, Decision, RequestFacts, Verdict};
 
 // === helpers ===
 
@@ -128,7 +128,7 @@ impl Req {
 
 fn refused(code: u16) -> Verdict {
     Verdict::Refuse {
-        code,
+        code: Code::new(code),
         retry_after: None,
     }
 }
@@ -436,7 +436,6 @@ requests_per_period = 1
 {ZONE}"#
     );
     let p = compile(&text, Path::new("."));
-    assert_eq!(p.rule_description("wp"), Some("WordPress probes"));
     let now = Instant::now();
     let d = req("1.2.3.4", "/wp-login.php").decide(&p, now);
     assert_eq!(outcome(&d), (refused(1020), Some("wp")));
@@ -498,7 +497,7 @@ origin = "127.0.0.1:8000"
     assert_eq!(
         at("192.0.2.1:9090").decide(&p, t0).verdict,
         Verdict::Refuse {
-            code: 1015,
+            code: Code::RATE_LIMITED,
             retry_after: Some(30)
         }
     );
@@ -509,7 +508,7 @@ origin = "127.0.0.1:8000"
     assert_eq!(
         at("[2001:db8::1]").decide(&p, t0).verdict,
         Verdict::Refuse {
-            code: 1015,
+            code: Code::RATE_LIMITED,
             retry_after: Some(30)
         }
     );
@@ -530,7 +529,7 @@ fn rate_limit_retry_after_comes_from_the_limiter() {
         outcome(&d),
         (
             Verdict::Refuse {
-                code: 1015,
+                code: Code::RATE_LIMITED,
                 retry_after: Some(30)
             },
             Some("api")
@@ -540,7 +539,7 @@ fn rate_limit_retry_after_comes_from_the_limiter() {
     assert_eq!(
         d.verdict,
         Verdict::Refuse {
-            code: 1015,
+            code: Code::RATE_LIMITED,
             retry_after: Some(20)
         },
         "ceil(19.5)"
@@ -575,7 +574,7 @@ fn rate_state_survives_reload_when_the_rule_is_unchanged() {
     assert_eq!(
         r.decide(&same, t0).verdict,
         Verdict::Refuse {
-            code: 1015,
+            code: Code::RATE_LIMITED,
             retry_after: Some(30)
         }
     );

@@ -4,6 +4,8 @@ use std::sync::LazyLock;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Code;
+
 /// The stable class of an error, which maps to one action for an agent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -69,7 +71,7 @@ impl std::fmt::Display for Category {
 #[non_exhaustive]
 pub struct CatalogEntry {
     /// The error code: 1015, 522, ...
-    pub code: u16,
+    pub code: Code,
     /// The HTTP status of the response.
     pub status: u16,
     /// The short title, e.g. `You are being rate limited` (printable ASCII, so it can double as
@@ -115,9 +117,6 @@ impl CatalogEntry {
             .replace("{retry_after}", &wait.to_string())
     }
 }
-
-/// The code of signpost's own entry for an error code that is not in the catalog.
-pub const NOT_FOUND_CODE: u16 = 404;
 
 /// The raw shape of `catalog.toml`: kept dumb, checked in [`build`].
 #[derive(Deserialize)]
@@ -224,7 +223,7 @@ fn build(text: &str) -> Result<Vec<CatalogEntry>, Vec<String>> {
         };
         entries.push(CatalogEntry {
             wire_title: format!("Error {code}: {}", raw.title),
-            code,
+            code: Code::new(code),
             status: raw.status,
             title: raw.title,
             error_name: raw.error_name,
@@ -245,9 +244,12 @@ fn build(text: &str) -> Result<Vec<CatalogEntry>, Vec<String>> {
             errors.push(format!("error {}: listed twice", pair[0].code));
         }
     }
-    match entries.iter().find(|e| e.code == NOT_FOUND_CODE) {
+    match entries.iter().find(|e| e.code == Code::NOT_FOUND) {
         Some(e) if e.signpost_own && e.status == 404 => {}
-        _ => errors.push(format!("signpost's own {NOT_FOUND_CODE} entry is missing")),
+        _ => errors.push(format!(
+            "signpost's own {} entry is missing",
+            Code::NOT_FOUND
+        )),
     }
     if errors.is_empty() {
         Ok(entries)
@@ -267,7 +269,7 @@ pub fn catalog() -> &'static [CatalogEntry] {
 }
 
 /// The entry for `code`, if the catalog has one.
-pub fn lookup(code: u16) -> Option<&'static CatalogEntry> {
+pub fn lookup(code: Code) -> Option<&'static CatalogEntry> {
     let entries = catalog();
     entries
         .binary_search_by_key(&code, |e| e.code)
@@ -288,7 +290,9 @@ pub fn lookup_path_code(segment: &str) -> &'static CatalogEntry {
     } else {
         None
     };
-    code.and_then(lookup).unwrap_or_else(not_found)
+    code.map(Code::new)
+        .and_then(lookup)
+        .unwrap_or_else(not_found)
 }
 
 /// signpost's own entry for an unknown error code (HTTP 404).
@@ -296,7 +300,7 @@ pub fn not_found() -> &'static CatalogEntry {
     // `build` guarantees the entry exists.
     let entries = catalog();
     let i = entries
-        .binary_search_by_key(&NOT_FOUND_CODE, |e| e.code)
+        .binary_search_by_key(&Code::NOT_FOUND, |e| e.code)
         .unwrap_or(0);
     &entries[i]
 }
@@ -321,7 +325,7 @@ mod tests {
             1205, 1206, 500, 502, 504, 520, 521, 522, 523, 524, 525, 526,
         ];
         for code in expected {
-            assert!(lookup(*code).is_some(), "missing {code}");
+            assert!(lookup(Code::new(*code)).is_some(), "missing {code}");
         }
         assert_eq!(catalog().len(), expected.len() + 1, "plus the own 404");
     }
@@ -330,7 +334,7 @@ mod tests {
     fn documented_retry_policy() {
         let retry: Vec<(u16, u32)> = catalog()
             .iter()
-            .filter_map(|e| Some((e.code, e.retry_after?)))
+            .filter_map(|e| Some((e.code.get(), e.retry_after?)))
             .collect();
         assert_eq!(
             retry,
@@ -355,7 +359,7 @@ mod tests {
 
     #[test]
     fn live_facts() {
-        let e = lookup(1015).unwrap();
+        let e = lookup(Code::new(1015)).unwrap();
         assert_eq!(e.wire_title(), "Error 1015: You are being rate limited");
         assert_eq!((e.status, e.error_category), (429, Category::RateLimit));
         assert_eq!(
@@ -363,14 +367,14 @@ mod tests {
             "**Wait and retry.** This block is transient. Wait at least 30 seconds, then retry with exponential backoff.\n\nRecommended approach:\n1. Wait 30 seconds before your next request\n2. If rate-limited again, double the wait time (60s, 120s, etc.)\n3. If rate-limiting persists after 5 retries, stop and reassess your request pattern"
         );
         assert!(e.guidance(Some(10)).contains("(20s, 40s, etc.)"));
-        let e = lookup(1020).unwrap();
+        let e = lookup(Code::new(1020)).unwrap();
         assert_eq!(e.error_name, "firewall_rule_blocked");
         assert_eq!(
             e.what_you_should_do,
             "**Do not retry.** This block is intentional. Contact the site owner if you believe this is an error."
         );
-        assert_eq!(lookup(1007).unwrap().doc_page, Some(1006));
-        assert_eq!(lookup(1026).unwrap().doc_page, None);
+        assert_eq!(lookup(Code::new(1007)).unwrap().doc_page, Some(1006));
+        assert_eq!(lookup(Code::new(1026)).unwrap().doc_page, None);
     }
 
     #[test]
@@ -390,7 +394,7 @@ mod tests {
             "١٠١٥",
         ] {
             let e = lookup_path_code(bad);
-            assert_eq!((e.code, e.status), (404, 404), "{bad:?}");
+            assert_eq!((e.code.get(), e.status), (404, 404), "{bad:?}");
             assert!(e.signpost_own);
         }
     }

@@ -32,7 +32,7 @@ pub(crate) fn render(problem: &Problem<'_>, branding: &Branding) -> Vec<u8> {
         Parser::new_ext(&guidance, Options::empty()),
     );
     let page = Page {
-        code: entry.code,
+        code: entry.code.get(),
         title: &entry.title,
         wire_title: entry.wire_title(),
         detail: &entry.detail,

@@ -41,7 +41,7 @@ pub(crate) fn render(problem: &Problem<'_>, branding: &Branding) -> Vec<u8> {
         status: entry.status,
         detail: &entry.detail,
         instance: problem.ray_id,
-        error_code: entry.code,
+        error_code: entry.code.get(),
         error_name: &entry.error_name,
         error_category: entry.error_category,
         ray_id: problem.ray_id,

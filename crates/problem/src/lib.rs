@@ -11,13 +11,13 @@
 //!
 //! ```
 //! use std::time::{Duration, UNIX_EPOCH};
-//! use signpost_problem::{lookup, negotiate, render, Branding, Format, Problem};
+//! use signpost_problem::{lookup, negotiate, render, Branding, Code, Format, Problem};
 //!
 //! let format = negotiate(Some(b"text/markdown, */*"));
 //! assert_eq!(format, Format::Markdown);
 //!
 //! let problem = Problem {
-//!     entry: lookup(1015).expect("1015 is in the catalog"),
+//!     entry: lookup(Code::RATE_LIMITED).expect("1015 is in the catalog"),
 //!     ray_id: "9d99a39dc992d168",
 //!     timestamp: UNIX_EPOCH + Duration::from_secs(1_773_054_688),
 //!     zone: "example.com",
@@ -39,14 +39,14 @@
 #![deny(missing_docs)]
 
 mod catalog;
+mod code;
 mod html;
 mod json;
 mod markdown;
 mod negotiate;
 mod problem;
 
-pub use catalog::{
-    CatalogEntry, Category, NOT_FOUND_CODE, catalog, lookup, lookup_path_code, not_found,
-};
+pub use catalog::{CatalogEntry, Category, catalog, lookup, lookup_path_code, not_found};
+pub use code::Code;
 pub use negotiate::{Format, MAX_ACCEPT_ENTRIES, negotiate};
 pub use problem::{Branding, CACHE_CONTROL, Problem, RAY_ID_HEADER, Rendered, render};

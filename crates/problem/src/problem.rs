@@ -43,7 +43,7 @@ impl Branding {
         if let Some(template) = &self.type_uri_template {
             return template.replace("{code}", &entry.code.to_string());
         }
-        let family = if entry.code >= 1000 {
+        let family = if entry.code.get() >= 1000 {
             "cloudflare-1xxx-errors/"
         } else {
             "cloudflare-5xx-errors/"

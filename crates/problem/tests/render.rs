@@ -6,7 +6,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use proptest::prelude::*;
 use serde_json::Value as Json;
 use signpost_problem::{
-    Branding, Format, Problem, Rendered, catalog, lookup, lookup_path_code, negotiate, render,
+    Branding, Code, Format, Problem, Rendered, catalog, lookup, lookup_path_code, negotiate, render,
 };
 
 const RAY: &str = "9d99a39dc992d168";
@@ -17,7 +17,7 @@ fn fixed_time() -> SystemTime {
 
 fn problem<'a>(code: u16, zone: &'a str, ray_id: &'a str) -> Problem<'a> {
     Problem {
-        entry: lookup(code).expect("code in catalog"),
+        entry: lookup(Code::new(code)).expect("code in catalog"),
         ray_id,
         timestamp: fixed_time(),
         zone,
@@ -83,7 +83,7 @@ const MEMBERS: &[&str] = &[
 #[test]
 fn json_members_order_and_types() {
     for entry in catalog() {
-        let p = problem(entry.code, "example.com", RAY);
+        let p = problem(entry.code.get(), "example.com", RAY);
         let rendered = render(&p, Format::Json, &Branding::default());
         assert_eq!(
             rendered.body,
@@ -101,7 +101,7 @@ fn json_members_order_and_types() {
 
         assert_eq!(object["status"], entry.status);
         assert_eq!(rendered.status, entry.status);
-        assert_eq!(object["error_code"], entry.code);
+        assert_eq!(object["error_code"], entry.code.get());
         assert_eq!(
             object["title"],
             format!("Error {}: {}", entry.code, entry.title)
@@ -134,7 +134,7 @@ fn json_members_order_and_types() {
 #[test]
 fn type_uris() {
     let branding = Branding::default();
-    let uri = |code| branding.type_uri(lookup(code).unwrap());
+    let uri = |code| branding.type_uri(lookup(Code::new(code)).unwrap());
     let base = "https://developers.cloudflare.com/support/troubleshooting/http-status-codes/";
     assert_eq!(
         uri(1015),
@@ -152,7 +152,7 @@ fn type_uris() {
         ..Branding::default()
     };
     assert_eq!(
-        custom.type_uri(lookup(1020).unwrap()),
+        custom.type_uri(lookup(Code::new(1020)).unwrap()),
         "https://errors.example.com/1020"
     );
 }
@@ -178,7 +178,7 @@ fn headers_agree_with_body() {
             Format::ProblemJson,
             Format::Markdown,
         ] {
-            let p = problem(entry.code, "example.com", RAY);
+            let p = problem(entry.code.get(), "example.com", RAY);
             let rendered = render(&p, format, &Branding::default());
             let headers = rendered.headers(RAY);
             let get = |name: &str| {
@@ -456,7 +456,7 @@ fn html_escapes_the_request() {
 #[test]
 fn html_is_self_contained_and_accessible() {
     for entry in catalog() {
-        let p = problem(entry.code, "example.com", RAY);
+        let p = problem(entry.code.get(), "example.com", RAY);
         let html = body(&render(&p, Format::Html, &Branding::default())).to_string();
         assert!(html.starts_with("<!doctype html>\n<html lang=\"en\">"));
         for needle in [
@@ -489,7 +489,7 @@ fn html_is_self_contained_and_accessible() {
 #[test]
 fn path_codes_render() {
     let e = lookup_path_code("9999");
-    assert_eq!((e.code, e.status), (404, 404));
+    assert_eq!((e.code.get(), e.status), (404, 404));
     let p = Problem {
         entry: e,
         ..problem(1015, "example.com", RAY)

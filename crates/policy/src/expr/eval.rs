@@ -44,7 +44,7 @@ impl<'r> Cx<'r> {
             Some((p, q)) => (p, q),
             None => (facts.uri, ""),
         };
-        let host = crate::host::normalized_host(facts.host);
+        let host = crate::host::normalize_host(facts.host);
         Cx {
             facts,
             client_ip,

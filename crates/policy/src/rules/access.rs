@@ -5,7 +5,8 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::{Action, RuleIds, RulesSpec, refuse, sp};
-use crate::decision::{Decision, codes};
+use crate::Code;
+use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::Cx;
 use crate::file::PolicyFile;
@@ -33,7 +34,7 @@ pub(super) fn validate(
 ) {
     for r in &file.access_rule {
         let r = r.get_ref();
-        let id = ids.check(d, &r.id, &r.description);
+        let id = ids.check(d, &r.id);
         let action = match r.action.get_ref().as_str() {
             "allow" => Action::Allow,
             "block" => Action::Block,
@@ -152,11 +153,11 @@ impl AccessTables {
         let blocked = self
             .block_ip
             .lookup(cx.client_ip)
-            .map(|i| (*i, codes::IP_BANNED))
-            .or_else(|| lookup_num(&self.block_asn, || cx.asn()).map(|i| (i, codes::ASN_BANNED)))
+            .map(|i| (*i, Code::IP_BANNED))
+            .or_else(|| lookup_num(&self.block_asn, || cx.asn()).map(|i| (i, Code::ASN_BANNED)))
             .or_else(|| {
                 lookup_country(&self.block_country, || cx.country())
-                    .map(|i| (i, codes::COUNTRY_BANNED))
+                    .map(|i| (i, Code::COUNTRY_BANNED))
             });
         match blocked {
             Some((i, code)) => refuse(decision, code, self.ids.get(i).cloned()),

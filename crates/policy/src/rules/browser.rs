@@ -6,7 +6,8 @@ use std::sync::Arc;
 use regex::RegexSet;
 
 use super::{RuleIds, RulesSpec, refuse, sp};
-use crate::decision::{Decision, codes};
+use crate::Code;
+use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::{self, Cx};
 use crate::file::PolicyFile;
@@ -31,7 +32,7 @@ pub(super) fn validate(
     if let Some(b) = &file.browser_check {
         let b = b.get_ref();
         let id = match &b.id {
-            Some(id) => ids.check(d, id, &b.description),
+            Some(id) => ids.check(d, id),
             None => Arc::from("browser-check"),
         };
         let mut ok = true;
@@ -91,7 +92,7 @@ impl BrowserCheck {
         if bad {
             return refuse(
                 decision,
-                codes::BROWSER_SIGNATURE_BANNED,
+                Code::BROWSER_SIGNATURE_BANNED,
                 Some(self.id.clone()),
             );
         }

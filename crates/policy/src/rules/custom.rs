@@ -4,7 +4,8 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::{Action, RuleIds, RulesSpec, expression, refuse, sp};
-use crate::decision::{Decision, codes};
+use crate::Code;
+use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind, did_you_mean};
 use crate::expr::{Cx, Filter, FilterIndex};
 use crate::file::PolicyFile;
@@ -37,7 +38,7 @@ pub(super) fn validate_legal(
 ) {
     for r in &file.legal_rule {
         let r = r.get_ref();
-        let id = ids.check(d, &r.id, &r.description);
+        let id = ids.check(d, &r.id);
         if let Some(f) = expression(d, &r.expression, spec) {
             spec.legal.0.push((id, f));
         }
@@ -53,7 +54,7 @@ pub(super) fn validate_custom(
 ) {
     for r in &file.custom_rule {
         let r = r.get_ref();
-        let id = ids.check(d, &r.id, &r.description);
+        let id = ids.check(d, &r.id);
         let action = match r.action.get_ref().as_str() {
             "block" => Some(Action::Block),
             "allow" => Some(Action::Allow),
@@ -82,7 +83,7 @@ impl LegalRules {
     pub(crate) fn check(&self, cx: &Cx<'_>, decision: &mut Decision) -> ControlFlow<()> {
         for (id, f) in &self.0 {
             if f.matches(cx) {
-                return refuse(decision, codes::LEGAL_BLOCK, Some(id.clone()));
+                return refuse(decision, Code::LEGAL_BLOCK, Some(id.clone()));
             }
         }
         ControlFlow::Continue(())
@@ -109,7 +110,7 @@ impl CustomRules {
             match r.action {
                 Action::Log => decision.logged.push(r.id.clone()),
                 Action::Block => {
-                    return refuse(decision, codes::FIREWALL_RULE_BLOCKED, Some(r.id.clone()));
+                    return refuse(decision, Code::FIREWALL_RULE_BLOCKED, Some(r.id.clone()));
                 }
                 Action::Allow => {
                     decision.rule_id = Some(r.id.clone());

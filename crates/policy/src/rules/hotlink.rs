@@ -5,7 +5,8 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 
 use super::{RuleIds, RulesSpec, refuse, sp};
-use crate::decision::{Decision, codes};
+use crate::Code;
+use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::Cx;
 use crate::file::PolicyFile;
@@ -28,7 +29,7 @@ pub(super) fn validate(
     if let Some(h) = &file.hotlink {
         let h = h.get_ref();
         let id = match &h.id {
-            Some(id) => ids.check(d, id, &h.description),
+            Some(id) => ids.check(d, id),
             None => Arc::from("hotlink"),
         };
         let mut extensions = HashSet::new();
@@ -74,7 +75,7 @@ impl HotlinkSpec {
         decision: &mut Decision,
     ) -> ControlFlow<()> {
         if self.is_hotlink(cx, zone_hosts) {
-            return refuse(decision, codes::HOTLINKING_DENIED, Some(self.id.clone()));
+            return refuse(decision, Code::HOTLINKING_DENIED, Some(self.id.clone()));
         }
         ControlFlow::Continue(())
     }

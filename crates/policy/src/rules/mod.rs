@@ -8,7 +8,7 @@ mod custom;
 mod hotlink;
 mod rate;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::ops::{ControlFlow, Range};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,6 +22,7 @@ pub(crate) use custom::{CustomRule, CustomRules, LegalRules};
 pub(crate) use hotlink::HotlinkSpec;
 pub(crate) use rate::{RateRule, RateSpec};
 
+use crate::Code;
 use crate::decision::{Decision, Verdict};
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::{self, ExprError, Filter};
@@ -52,27 +53,20 @@ pub(crate) struct RulesSpec {
     pub legal: LegalRules,
     pub custom: Vec<CustomRule>,
     pub rate: Vec<RateSpec>,
-    pub descriptions: HashMap<Arc<str>, String>,
 }
 
 fn sp<T>(s: &Spanned<T>) -> Range<usize> {
     s.span()
 }
 
-/// Rule ids seen so far (each must be unique and non-empty) and the descriptions given.
+/// Rule ids seen so far: each must be unique and non-empty.
 #[derive(Default)]
 pub(crate) struct RuleIds {
     seen: HashSet<String>,
-    descriptions: HashMap<Arc<str>, String>,
 }
 
 impl RuleIds {
-    fn check(
-        &mut self,
-        d: &mut Diagnostics<'_>,
-        id: &Spanned<String>,
-        description: &Option<String>,
-    ) -> Arc<str> {
+    fn check(&mut self, d: &mut Diagnostics<'_>, id: &Spanned<String>) -> Arc<str> {
         let v = id.get_ref().trim();
         if v.is_empty() {
             d.at(ProblemKind::Invalid, sp(id), "a rule id must not be empty");
@@ -83,13 +77,7 @@ impl RuleIds {
                 format!("rule id `{v}` is used twice"),
             );
         }
-        let id: Arc<str> = Arc::from(v);
-        if let Some(text) = description {
-            self.descriptions
-                .entry(id.clone())
-                .or_insert_with(|| text.clone());
-        }
-        id
+        Arc::from(v)
     }
 }
 
@@ -148,7 +136,6 @@ pub(crate) fn validate(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Pa
     custom::validate_legal(file, d, &mut ids, &mut spec);
     custom::validate_custom(file, d, &mut ids, &mut spec);
     rate::validate(file, d, &mut ids, &mut spec);
-    spec.descriptions = ids.descriptions;
     spec
 }
 
@@ -258,7 +245,6 @@ pub(crate) struct Rules {
     pub(crate) legal: LegalRules,
     pub(crate) custom: CustomRules,
     pub(crate) rate: Vec<RateRule>,
-    pub(crate) descriptions: HashMap<Arc<str>, String>,
 }
 
 impl Rules {
@@ -325,7 +311,6 @@ impl Rules {
             legal: spec.legal,
             custom: CustomRules::new(spec.custom),
             rate,
-            descriptions: spec.descriptions,
         }
     }
 
@@ -338,7 +323,7 @@ impl Rules {
 pub(crate) use rate::check as check_rate_limits;
 
 /// Refuses with `code`, naming the rule that decided: the end of the phases.
-fn refuse<T>(decision: &mut Decision, code: u16, id: Option<Arc<str>>) -> ControlFlow<(), T> {
+fn refuse<T>(decision: &mut Decision, code: Code, id: Option<Arc<str>>) -> ControlFlow<(), T> {
     decision.verdict = Verdict::refuse(code);
     decision.rule_id = id;
     ControlFlow::Break(())

@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use http::header::HeaderName;
 
 use super::{RuleIds, RulesSpec, expression, sp};
-use crate::decision::{Decision, Verdict, codes};
+use crate::Code;
+use crate::decision::{Decision, Verdict};
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::{Cx, Filter};
 use crate::file::PolicyFile;
@@ -60,7 +61,7 @@ pub(super) fn validate(
 ) {
     for r in &file.rate_limit {
         let r = r.get_ref();
-        let id = ids.check(d, &r.id, &r.description);
+        let id = ids.check(d, &r.id);
         let filter = r.expression.as_ref().and_then(|e| expression(d, e, spec));
         let mut characteristics = Vec::new();
         match &r.characteristics {
@@ -212,7 +213,7 @@ pub(crate) fn check(
         }
         if let Outcome::Limited(wait) = r.limiter.hit(h.finish(), now) {
             decision.verdict = Verdict::Refuse {
-                code: codes::RATE_LIMITED,
+                code: Code::RATE_LIMITED,
                 retry_after: Some(retry_secs(wait)),
             };
             decision.rule_id = Some(r.id.clone());
