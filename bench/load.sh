@@ -2,20 +2,25 @@
 # Whole-binary load test: signpost against a bare Pingora proxy and nginx, in the same run, in
 # front of the same nginx origin, driven by wrk over loopback.
 #
-#   bench/load.sh [seconds per run, default 10] [connections, default 32]
+#   bench/load.sh [seconds per row, default 10] [connections, default 32] [rounds, default 3]
 #
 # What it measures: requests per second and latency through each proxy for a small static
 # response, signpost with the default policy and with the criterion benchmark's realistic one,
-# and signpost answering edge errors itself (/cdn-cgi/error/1015 as JSON, a host no
-# zone serves). What it leaves out: TLS, large bodies, and an isolated machine: wrk, the proxy
-# and the origin share this machine's cores, so compare rows of one run, not runs of different
-# days. Results are appended to bench/results.md with the command line.
+# and answers made without an origin: signpost's /cdn-cgi/error/1015 as JSON and a host no zone
+# serves (1001) beside nginx answering a static 429 with a body of the same size as signpost's
+# 1015 JSON. The rows are interleaved: each round runs every row once, in the same order, so
+# that drift on this shared machine (other processes, CPU frequency) does not favour one target;
+# a row's figure is the median of its rounds, and the ratios to the bare proxy are taken within
+# each round, then their median. What it leaves out: TLS, large bodies, and an isolated machine:
+# wrk, the proxy and the origin share this machine's cores, so compare rows of one run, not
+# runs of different days. Results are appended to bench/results.md with the command line.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${1:-10}
 connections=${2:-32}
-for tool in wrk nginx; do
+rounds=${3:-3}
+for tool in wrk nginx python3; do
   command -v "$tool" >/dev/null || { echo "bench/load.sh needs $tool (apt-get install wrk nginx-light)" >&2; exit 1; }
 done
 
@@ -42,6 +47,13 @@ wait_port() {
 origin_port=$(free_port); signpost_port=$(free_port); admin_port=$(free_port); bare_port=$(free_port); nginx_proxy_port=$(free_port)
 real_port=$(free_port); real_admin_port=$(free_port)
 
+cargo build --release --locked -p signpost --bin signpost --example bare_proxy >/dev/null
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+
+# nginx's static 429 carries a body as long as signpost's 1015 JSON body.
+body_len=$("$target/release/signpost" render 1015 --accept application/json | python3 -c 'import sys; print(len(sys.stdin.buffer.read().split(b"\r\n\r\n", 1)[1]))')
+static_429=$(head -c "$body_len" /dev/zero | tr '\0' 'x')
+
 # The origin: nginx serving a 612-byte page, with keepalive.
 mkdir -p "$work/www" "$work/tmp"
 head -c 612 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
@@ -59,14 +71,12 @@ http {
   server {
     listen 127.0.0.1:$nginx_proxy_port; keepalive_requests 1000000;
     location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; }
+    location = /429 { default_type application/json; return 429 "$static_429"; }
   }
 }
 EOF
 nginx -c "$work/nginx.conf"
 wait_port "$origin_port"
-
-cargo build --release --locked -p signpost --bin signpost --example bare_proxy >/dev/null
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 
 cat > "$work/policy.toml" <<EOF
 listen = ["127.0.0.1:$signpost_port"]
@@ -91,33 +101,63 @@ pids+=($!)
 pids+=($!)
 wait_port "$signpost_port"; wait_port "$bare_port"; wait_port "$nginx_proxy_port"; wait_port "$real_port"
 
-run() { # name url [header...]
-  local name=$1 url=$2
-  shift 2
+# One wrk run; prints "req/s p50 p99 non-2xx".
+measure() { # url [header...]
+  local url=$1
+  shift
   local headers=() out
   for h in "$@"; do headers+=(-H "$h"); done
   out=$(wrk -t1 -c"$connections" -d"${seconds}s" --latency "${headers[@]}" "$url")
-  local rps p50 p99 non2xx
-  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-  p50=$(awk '$1=="50%" {print $2}' <<<"$out")
-  p99=$(awk '$1=="99%" {print $2}' <<<"$out")
-  non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
-  printf '| %-40s | %10s | %8s | %8s | %8s |\n' "$name" "$rps" "$p50" "$p99" "${non2xx:-0}"
+  awk '/Requests\/sec/ {rps=$2} $1=="50%" {p50=$2} $1=="99%" {p99=$2} /Non-2xx/ {n=$NF}
+       END {printf "%s %s %s %s\n", rps, p50, p99, (n == "" ? 0 : n)}' <<<"$out"
 }
+
+# The rows, in the order each round runs them: name|url|header|header.
+rows=(
+  "bare Pingora proxy|http://127.0.0.1:$bare_port/index.html"
+  "signpost proxy (default policy)|http://localhost:$signpost_port/index.html"
+  "signpost proxy (realistic policy)|http://127.0.0.1:$real_port/index.html|Host: example.com|User-Agent: wrk"
+  "nginx proxy|http://127.0.0.1:$nginx_proxy_port/index.html"
+  "origin direct (nginx)|http://127.0.0.1:$origin_port/index.html"
+  "nginx static 429, same body size|http://127.0.0.1:$nginx_proxy_port/429"
+  "signpost /cdn-cgi/error/1015 JSON|http://localhost:$signpost_port/cdn-cgi/error/1015|Accept: application/json"
+  "signpost 1001 unknown host, Markdown|http://127.0.0.1:$signpost_port/|Host: unknown.test|Accept: text/markdown"
+)
+
+raw="$work/raw.txt"
+: > "$raw"
+for round in $(seq 1 "$rounds"); do
+  for row in "${rows[@]}"; do
+    IFS='|' read -r -a fields <<<"$row"
+    echo "$round|${fields[0]}|$(measure "${fields[@]:1}")" >> "$raw"
+  done
+done
 
 {
   echo
-  echo "### $(date -u +%Y-%m-%dT%H:%MZ), ${seconds}s per row, ${connections} connections, $(nproc) cores"
+  echo "### $(date -u +%Y-%m-%dT%H:%MZ), ${rounds} interleaved rounds, ${seconds}s per row, ${connections} connections, $(nproc) cores"
   echo
-  echo "Command: \`bench/load.sh $seconds $connections\` (wrk -t1; nginx, the bare Pingora proxy and signpost each run one worker thread)"
+  echo "Command: \`bench/load.sh $seconds $connections $rounds\` (wrk -t1; nginx, the bare Pingora proxy and signpost each run one worker thread)"
   echo
-  echo "| target | req/s | p50 | p99 | non-2xx |"
-  echo "|---|---|---|---|---|"
-  run "origin direct (nginx)" "http://127.0.0.1:$origin_port/index.html"
-  run "nginx proxy" "http://127.0.0.1:$nginx_proxy_port/index.html"
-  run "bare Pingora proxy" "http://127.0.0.1:$bare_port/index.html"
-  run "signpost proxy (default checks)" "http://localhost:$signpost_port/index.html"
-  run "signpost proxy (realistic policy)" "http://127.0.0.1:$real_port/index.html" "Host: example.com" "User-Agent: wrk"
-  run "signpost /cdn-cgi/error/1015 JSON" "http://localhost:$signpost_port/cdn-cgi/error/1015" "Accept: application/json"
-  run "signpost 1001 unknown host, Markdown" "http://127.0.0.1:$signpost_port/" "Host: unknown.test" "Accept: text/markdown"
+  python3 - "$raw" <<'PY'
+import statistics, sys
+rounds = {}
+order = []
+for line in open(sys.argv[1]):
+    r, name, figures = line.rstrip("\n").split("|")
+    rps, p50, p99, non2xx = figures.split()
+    rounds.setdefault(name, []).append((int(r), float(rps), p50, p99, non2xx))
+    if name not in order:
+        order.append(name)
+bare = {r: rps for r, rps, *_ in rounds["bare Pingora proxy"]}
+print("| target | req/s (median) | req/s per round | p50 | p99 | non-2xx | vs bare, per round | vs bare (median) |")
+print("|---|---|---|---|---|---|---|---|")
+for name in order:
+    runs = rounds[name]
+    med = statistics.median(rps for _, rps, *_ in runs)
+    mid = sorted(runs, key=lambda x: x[1])[len(runs) // 2]
+    ratios = [rps / bare[r] for r, rps, *_ in runs]
+    print(f"| {name} | {med:.0f} | {' / '.join(f'{rps:.0f}' for _, rps, *_ in runs)} | {mid[2]} | {mid[3]} | {mid[4]} "
+          f"| {' / '.join(f'{x:.2f}' for x in ratios)} | {statistics.median(ratios):.2f} |")
+PY
 } | tee -a bench/results.md

@@ -9,13 +9,25 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// A port nobody listens on right now.
+/// A port nobody listens on right now, and that no other test of this process was given.
+///
+/// The kernel may hand the same free port to two tests that have not bound it yet; one of them
+/// would then talk to the other's server (a flaky 404 was seen this way): every port handed out
+/// is remembered for the life of the test process.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if !given.contains(&port) {
+            given.push(port);
+            return port;
+        }
+    }
 }
 
 /// A scratch directory removed when dropped.

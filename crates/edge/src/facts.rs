@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 
+use http::HeaderValue;
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use pingora::proxy::Session;
 
@@ -77,22 +78,82 @@ pub fn accept(session: &Session) -> Option<Cow<'_, [u8]>> {
 }
 
 /// The `X-Forwarded-For` to send to the origin: the chain the request arrived with (every
-/// line of it, in order) followed by the address of the peer that sent it to us.
+/// line of it, in order) followed by `peer`, the address of the peer that sent it to us.
 ///
 /// The peer, not the client address the policy derived: a trusted proxy's hop must stay in the
-/// chain, and the client it names is already there.
-pub fn forwarded_for(session: &Session, peer: IpAddr) -> String {
-    let mut chain = String::new();
+/// chain, and the client it names is already there. Without a chain, `peer` itself.
+pub fn forwarded_for(session: &Session, peer: HeaderValue) -> HeaderValue {
+    let mut chain = Vec::new();
     for line in session.req_header().headers.get_all("x-forwarded-for") {
-        let line = String::from_utf8_lossy(line.as_bytes());
-        let line = line.trim();
+        let line = line.as_bytes().trim_ascii();
         if !line.is_empty() {
-            chain.push_str(line);
-            chain.push_str(", ");
+            chain.extend_from_slice(line);
+            chain.extend_from_slice(b", ");
         }
     }
-    chain.push_str(&peer.to_string());
-    chain
+    if chain.is_empty() {
+        return peer;
+    }
+    chain.extend_from_slice(peer.as_bytes());
+    // The lines were header values already, and the joins are visible ASCII.
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(chain)).unwrap_or(peer)
+}
+
+/// An IP address written out as text, on the stack.
+pub struct IpText {
+    buf: [u8; 45],
+    len: usize,
+}
+
+impl IpText {
+    pub fn new(ip: IpAddr) -> IpText {
+        let mut text = IpText {
+            buf: [0u8; 45],
+            len: 0,
+        };
+        match ip {
+            // The common case, written digit by digit: the formatting machinery costs more than
+            // the rest of the header.
+            IpAddr::V4(v4) => {
+                for (i, octet) in v4.octets().into_iter().enumerate() {
+                    if i > 0 {
+                        text.push(b'.');
+                    }
+                    if octet >= 100 {
+                        text.push(b'0' + octet / 100);
+                    }
+                    if octet >= 10 {
+                        text.push(b'0' + octet / 10 % 10);
+                    }
+                    text.push(b'0' + octet % 10);
+                }
+            }
+            IpAddr::V6(v6) => {
+                use std::io::Write;
+                let mut cursor = std::io::Cursor::new(&mut text.buf[..]);
+                // 45 bytes hold the longest IPv6 text (an IPv4-mapped address in full).
+                let _ = write!(cursor, "{v6}");
+                text.len = usize::try_from(cursor.position()).unwrap_or(0);
+            }
+        }
+        text
+    }
+
+    fn push(&mut self, byte: u8) {
+        self.buf[self.len] = byte;
+        self.len += 1;
+    }
+
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf[..self.len]
+    }
+}
+
+impl From<IpText> for HeaderValue {
+    fn from(ip: IpText) -> HeaderValue {
+        // Digits, dots, colons and hex letters are valid in a header value.
+        HeaderValue::from_bytes(ip.as_bytes()).unwrap_or(HeaderValue::from_static("0.0.0.0"))
+    }
 }
 
 /// Text from the request, made safe for a log line: whitespace, quotes, `=`, `%`, control and
@@ -117,7 +178,35 @@ fn peer_ip(session: &Session) -> IpAddr {
 
 #[cfg(test)]
 mod tests {
-    use super::LogSafe;
+    use super::{IpText, LogSafe};
+
+    #[test]
+    fn ip_text_matches_display() {
+        for ip in [
+            "0.0.0.0",
+            "9.10.99.100",
+            "255.255.255.255",
+            "::",
+            "2001:db8::1",
+            "::ffff:198.51.100.4",
+            "ffff:ffff:ffff:ffff:ffff:ffff:ffff:ffff",
+            "0:0:0:0:0:ffff:255.255.255.255",
+        ] {
+            let ip: std::net::IpAddr = ip.parse().unwrap();
+            assert_eq!(IpText::new(ip).as_bytes(), ip.to_string().as_bytes());
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn ip_text_of_any_address_matches_display(v4: u32, v6: u128) {
+            for ip in [std::net::IpAddr::from(v4.to_be_bytes()), std::net::IpAddr::from(v6.to_be_bytes())] {
+                let text = IpText::new(ip);
+                let display = ip.to_string();
+                proptest::prop_assert_eq!(text.as_bytes(), display.as_bytes());
+            }
+        }
+    }
 
     #[test]
     fn log_text_cannot_forge_fields() {

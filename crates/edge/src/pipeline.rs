@@ -26,7 +26,7 @@ use pingora::proxy::FailToProxy;
 use signpost_policy::{Origin, RequestFacts, Verdict, Zone};
 use signpost_problem::{Code, Format, Problem};
 
-use crate::facts::{Facts, LogSafe, forwarded_for, request_host};
+use crate::facts::{Facts, IpText, LogSafe, forwarded_for, request_host};
 use crate::metrics::Metrics;
 use crate::origin::OriginResolver;
 use crate::ray::RayId;
@@ -87,6 +87,9 @@ impl Edge {
     }
 
     /// Renders `code` as the client's `Accept` asks and writes it as the whole response.
+    ///
+    /// Callers on the proxied path box this future, so that its state (the rendered page, the
+    /// response head) is not carried, and moved, by every request that is not refused.
     ///
     /// The response carries a body and a Content-Length, so the client's connection can carry its
     /// next request (Pingora's own `respond_error` closes it).
@@ -185,7 +188,7 @@ impl ProxyHttp for Edge {
 
         // 1. The error test endpoint: `/cdn-cgi/error/<code>`.
         if let Some(entry) = error_page(session.req_header().uri.path()) {
-            self.answer_entry(session, ctx, entry, None).await?;
+            Box::pin(self.answer_entry(session, ctx, entry, None)).await?;
             return Ok(true);
         }
 
@@ -201,7 +204,8 @@ impl ProxyHttp for Edge {
             sni: crate::tls::client_sni(session.digest()),
             headers: &req.headers,
         };
-        let decision = loaded.policy.decide(&facts, Instant::now());
+        // The request's arrival is the rate limiters' "now": one clock read serves both.
+        let decision = loaded.policy.decide(&facts, ctx.started);
         ctx.client_ip = Some(decision.client_ip);
         ctx.zone = decision.zone;
         ctx.rule_id = decision.rule_id.clone();
@@ -211,7 +215,7 @@ impl ProxyHttp for Edge {
 
         // 3. Refused: answer with the code the policy chose.
         if let Verdict::Refuse { code, retry_after } = decision.verdict {
-            self.answer(session, ctx, code, retry_after).await?;
+            Box::pin(self.answer(session, ctx, code, retry_after)).await?;
             return Ok(true);
         }
         Ok(false)
@@ -229,11 +233,21 @@ impl ProxyHttp for Edge {
             .zone(ctx)
             .ok_or_else(|| Error::explain(InternalError, "proxying without a zone"))?;
         let origin = self.origin_override.as_ref().unwrap_or(&zone.origin);
-        let addr = self
-            .resolver
-            .resolve(&origin.host, origin.port, zone.connect_timeout)
-            .await?;
-        let mut peer = HttpPeer::new(addr, origin.tls, origin.sni.clone());
+        let addr = match origin.ip {
+            Some(ip) => SocketAddr::new(ip, origin.port),
+            None => {
+                self.resolver
+                    .resolve(&origin.host, origin.port, zone.connect_timeout)
+                    .await?
+            }
+        };
+        // Without TLS the SNI is never sent: an empty name saves copying it per request.
+        let sni = if origin.tls {
+            origin.sni.clone()
+        } else {
+            String::new()
+        };
+        let mut peer = HttpPeer::new(addr, origin.tls, sni);
         peer.options.connection_timeout = Some(zone.connect_timeout);
         peer.options.read_timeout = Some(zone.read_timeout);
         peer.options.write_timeout = Some(zone.write_timeout);
@@ -267,10 +281,18 @@ impl ProxyHttp for Edge {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         let Facts { peer, tls, .. } = ctx.facts;
-        let client = ctx.client_ip.unwrap_or(peer);
-        upstream.insert_header("x-forwarded-for", forwarded_for(session, peer))?;
-        upstream.insert_header("x-forwarded-proto", if tls { "https" } else { "http" })?;
-        upstream.insert_header("cf-connecting-ip", client.to_string())?;
+        // The peer's address is written once and shared by both headers that usually carry it.
+        let peer_text = http::HeaderValue::from(IpText::new(peer));
+        let client = match ctx.client_ip {
+            Some(client) if client != peer => http::HeaderValue::from(IpText::new(client)),
+            _ => peer_text.clone(),
+        };
+        upstream.insert_header("x-forwarded-for", forwarded_for(session, peer_text))?;
+        upstream.insert_header(
+            "x-forwarded-proto",
+            http::HeaderValue::from_static(if tls { "https" } else { "http" }),
+        )?;
+        upstream.insert_header("cf-connecting-ip", client)?;
         upstream.insert_header(
             signpost_problem::RAY_ID_HEADER,
             ctx.ray_id.to_hex().as_str(),
@@ -347,11 +369,18 @@ impl ProxyHttp for Edge {
     /// One access line per request, and the request metrics.
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
-        let duration = ctx.started.elapsed();
-        let zone = self.zone(ctx).map(|z| &z.name);
+        let now = Instant::now();
+        let duration = now.saturating_duration_since(ctx.started);
+        let zone = ctx
+            .policy
+            .as_ref()
+            .zip(ctx.zone)
+            .and_then(|(loaded, zone)| loaded.zone_metrics.get(zone));
         let req = session.req_header();
         let format = ctx.format.map_or("-", |f| f.as_str());
-        let upstream_latency = ctx.upstream_started.map(|t| t.elapsed());
+        let upstream_latency = ctx
+            .upstream_started
+            .map(|t| now.saturating_duration_since(t));
         self.metrics.observe_request(
             zone,
             status,
@@ -359,6 +388,7 @@ impl ProxyHttp for Edge {
             format,
             upstream_latency.filter(|_| ctx.upstream.is_some()),
         );
+        let zone = zone.map(|z| z.name());
         tracing::info!(
             target: "access",
             ray_id = %ctx.ray_id,

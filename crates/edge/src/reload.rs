@@ -12,12 +12,15 @@ use pingora::services::background::BackgroundService;
 use signpost_policy::CompiledPolicy;
 use tokio::signal::unix::{SignalKind, signal};
 
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, ZoneMetrics};
 
-/// A compiled policy together with what the renderers need from it, prepared once per load.
+/// A compiled policy together with what the renderers and the metrics need from it, prepared
+/// once per load.
 pub struct Loaded {
     pub policy: CompiledPolicy,
     pub branding: signpost_problem::Branding,
+    /// Each zone's metric handles, in the order of `policy.zones()`.
+    pub zone_metrics: Vec<ZoneMetrics>,
 }
 
 impl Loaded {
@@ -25,6 +28,7 @@ impl Loaded {
     pub fn load(
         path: &std::path::Path,
         previous: Option<&Loaded>,
+        metrics: &Metrics,
     ) -> Result<Loaded, signpost_policy::PolicyError> {
         let policy = CompiledPolicy::load(path, previous.map(|p| &p.policy))?;
         let config = policy.branding();
@@ -35,7 +39,16 @@ impl Loaded {
         if let Some(footer) = &config.footer {
             branding.footer = footer.clone();
         }
-        Ok(Loaded { policy, branding })
+        let zone_metrics = policy
+            .zones()
+            .iter()
+            .map(|z| metrics.zone(&z.name))
+            .collect();
+        Ok(Loaded {
+            policy,
+            branding,
+            zone_metrics,
+        })
     }
 }
 
@@ -73,7 +86,7 @@ impl Reloader {
     fn reload(&self, why: &str) {
         let current = self.policy.load_full();
         let path = self.path.clone();
-        match Loaded::load(&path, Some(&current)) {
+        match Loaded::load(&path, Some(&current), &self.metrics) {
             Ok(next) => {
                 if next.policy.listeners() != current.policy.listeners() {
                     tracing::warn!(config = %path.display(), "listener changes take effect only after a restart");

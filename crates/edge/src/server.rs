@@ -20,7 +20,9 @@ use crate::{LogFormat, RunArgs};
 /// requests finish during the grace period) or SIGINT (immediate).
 pub fn run(args: RunArgs) -> anyhow::Result<()> {
     init_logging(args.log_format);
-    let loaded = Loaded::load(&args.config, None).map_err(|err| anyhow::anyhow!("{err}"))?;
+    let metrics = Arc::new(Metrics::new());
+    let loaded =
+        Loaded::load(&args.config, None, &metrics).map_err(|err| anyhow::anyhow!("{err}"))?;
     let policy = &loaded.policy;
     let listeners: Vec<Listener> = if args.listen.is_empty() {
         policy.listeners().to_vec()
@@ -40,7 +42,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     );
     let admin_addr = policy.admin().map(str::to_string);
 
-    let metrics = Arc::new(Metrics::new());
     metrics.observe_policy_loaded();
     let policy = Arc::new(ArcSwap::from_pointee(loaded));
 

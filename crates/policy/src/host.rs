@@ -3,6 +3,11 @@
 use std::collections::HashMap;
 use std::net::IpAddr;
 
+/// The host tables hash with foldhash, a fraction of SipHash's cost per lookup. Its weaker
+/// flooding resistance does not matter here: the tables hold only the policy's own names and a
+/// request can only look them up, never add to them, so no client can lengthen a probe chain.
+type HostMap = HashMap<String, usize, foldhash::fast::RandomState>;
+
 /// Longest host name we look up; DNS names are at most 253 characters.
 const MAX_HOST: usize = 255;
 
@@ -89,9 +94,9 @@ pub fn normalize_host(host: &str) -> std::borrow::Cow<'_, str> {
 /// access (1003) keeps working under a catch-all zone; list an address explicitly to serve it.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct HostTable {
-    exact: HashMap<String, usize>,
+    exact: HostMap,
     /// Keyed by the suffix without the `*.`, e.g. `example.com` for `*.example.com`.
-    wildcard: HashMap<String, usize>,
+    wildcard: HostMap,
     catch_all: Option<usize>,
 }
 
@@ -203,7 +208,7 @@ impl HostTable {
     }
 }
 
-fn insert_new(map: &mut HashMap<String, usize>, key: &str, zone: usize) -> Option<usize> {
+fn insert_new(map: &mut HostMap, key: &str, zone: usize) -> Option<usize> {
     match map.get(key) {
         Some(&prev) => Some(prev),
         None => {

@@ -53,6 +53,8 @@ pub struct BrandingConfig {
 pub struct Origin {
     /// Host name or IP address of the origin (IPv6 without brackets).
     pub host: String,
+    /// The host's address when it is an IP literal: connecting needs no lookup.
+    pub ip: Option<std::net::IpAddr>,
     /// Port (default 80, or 443 for `https://`).
     pub port: u16,
     /// Whether to speak TLS to the origin.
@@ -468,7 +470,8 @@ pub(crate) fn parse_origin(s: &str) -> Result<Origin, String> {
     if host.is_empty() {
         return Err(format!("origin `{s}` has no host"));
     }
-    if host.parse::<std::net::IpAddr>().is_err() {
+    let ip = host.parse::<std::net::IpAddr>().ok();
+    if ip.is_none() {
         HostPattern::parse(&host)
             .ok()
             .filter(|p| matches!(p, HostPattern::Exact(_)))
@@ -477,6 +480,7 @@ pub(crate) fn parse_origin(s: &str) -> Result<Origin, String> {
     Ok(Origin {
         sni: host.clone(),
         host,
+        ip,
         port,
         tls,
         verify_cert: true,
