@@ -11,6 +11,8 @@ mod cli;
 mod contract;
 // Hostile Host values that must still give valid JSON, YAML and escaped HTML.
 mod hostile;
+// Rate limits hold under a flood of distinct keys.
+mod flood;
 // Origins that refuse, hang, close or babble: 521, 524, 520, 1016.
 mod origin_failures;
 // Running it: live reload under load, metrics, health, graceful shutdown, JSON logs.

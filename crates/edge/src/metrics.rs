@@ -40,6 +40,8 @@ pub struct Metrics {
     upstream_latency: Family<ZoneLabel, Histogram>,
     reloads: Family<OutcomeLabel, Counter>,
     rate_limit_keys: Gauge<i64, std::sync::atomic::AtomicI64>,
+    rate_limit_evicted: Gauge<u64, AtomicU64>,
+    rate_limit_sketched: Gauge<u64, AtomicU64>,
     policy_generation: Gauge<u64, AtomicU64>,
     /// The zone label of requests no zone served.
     no_zone: Arc<str>,
@@ -75,6 +77,20 @@ impl Metrics {
             "Keys currently tracked by the rate limiters",
             rate_limit_keys.clone(),
         );
+        let rate_limit_evicted = Gauge::default();
+        registry.register(
+            "rate_limit_evicted_keys",
+            "Keys not being limited that the rate limiters evicted, least recently seen first, \
+             to count new keys (since the rules' counters were created)",
+            rate_limit_evicted.clone(),
+        );
+        let rate_limit_sketched = Gauge::default();
+        registry.register(
+            "rate_limit_sketched_requests",
+            "Requests of new keys counted in a rule's fixed-size sketch because every slot held \
+             a key being limited (since the rules' counters were created)",
+            rate_limit_sketched.clone(),
+        );
         let policy_generation = Gauge::default();
         registry.register(
             "policy_generation",
@@ -87,6 +103,8 @@ impl Metrics {
             upstream_latency,
             reloads,
             rate_limit_keys,
+            rate_limit_evicted,
+            rate_limit_sketched,
             policy_generation,
             no_zone: Arc::from("-"),
         }
@@ -136,9 +154,11 @@ impl Metrics {
         self.policy_generation.inc();
     }
 
-    pub fn set_rate_limit_keys(&self, keys: usize) {
+    pub fn set_rate_limit_state(&self, keys: usize, (evicted, sketched): (u64, u64)) {
         self.rate_limit_keys
             .set(i64::try_from(keys).unwrap_or(i64::MAX));
+        self.rate_limit_evicted.set(evicted);
+        self.rate_limit_sketched.set(sketched);
     }
 
     /// The Prometheus text exposition of every metric.

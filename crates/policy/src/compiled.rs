@@ -172,6 +172,13 @@ impl CompiledPolicy {
     pub fn rate_limit_keys(&self) -> usize {
         self.rules.rate_limit_keys()
     }
+
+    /// Since the rate-limit rules' counters were created (a reload keeps unchanged rules'):
+    /// keys that were not being limited evicted to make room for new keys, and new keys counted
+    /// in a rule's fixed-size sketch because every slot held a key being limited.
+    pub fn rate_limit_pressure(&self) -> (u64, u64) {
+        self.rules.rate_limit_pressure()
+    }
 }
 
 /// Over TLS, the Host must name the server the handshake asked for (1013): a request routed by

@@ -864,3 +864,46 @@ proptest::proptest! {
         let _ = p.decide(&facts, Instant::now());
     }
 }
+
+#[test]
+fn a_million_ipv6_addresses_do_not_free_a_new_abuser() {
+    let p = compile(
+        &format!(
+            r#"
+[[rate_limit]]
+id = "per-ip"
+period = "1m"
+requests_per_period = 5
+{ZONE}"#
+        ),
+        Path::new("."),
+    );
+    let t0 = Instant::now();
+    let base: u128 = "2001:db8::".parse::<std::net::Ipv6Addr>().unwrap().into();
+    let mut r = req("2001:db8::1", "/");
+    for i in 0..1_000_000u128 {
+        r.peer = IpAddr::V6((base + (i << 64) + 7).into());
+        let d = r.decide(&p, t0 + Duration::from_micros(i as u64));
+        assert_eq!(d.verdict, Verdict::Proxy, "flood request {i}");
+    }
+    // The default max_keys bounds memory.
+    assert!(p.rate_limit_keys() <= signpost_policy::DEFAULT_MAX_KEYS + 16);
+    let (evicted, sketched) = p.rate_limit_pressure();
+    assert!(evicted >= 1_000_000 - 100_016, "{evicted}");
+    assert_eq!(sketched, 0);
+    // A new address, first seen after the flood: counted from its first request.
+    let abuser = req("2001:db8:ffff::66", "/");
+    let t1 = t0 + Duration::from_secs(2);
+    for n in 0..5 {
+        assert_eq!(abuser.decide(&p, t1).verdict, Verdict::Proxy, "request {n}");
+    }
+    let d = abuser.decide(&p, t1);
+    assert_eq!(
+        d.verdict,
+        Verdict::Refuse {
+            code: Code::new(1015),
+            retry_after: Some(60)
+        }
+    );
+    assert_eq!(d.rule_id.as_deref(), Some("per-ip"));
+}

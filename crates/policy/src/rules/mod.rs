@@ -318,6 +318,14 @@ impl Rules {
     pub(crate) fn rate_limit_keys(&self) -> usize {
         self.rate.iter().map(|r| r.limiter.keys()).sum()
     }
+
+    /// Across all rules: open keys evicted for new ones, and new keys counted in a sketch.
+    pub(crate) fn rate_limit_pressure(&self) -> (u64, u64) {
+        self.rate.iter().fold((0, 0), |(e, s), r| {
+            let (e2, s2) = r.limiter.pressure();
+            (e + e2, s + s2)
+        })
+    }
 }
 
 pub(crate) use rate::check as check_rate_limits;
