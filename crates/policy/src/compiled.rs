@@ -8,6 +8,7 @@ use crate::Code;
 use crate::decision::{Decision, RequestFacts, Verdict};
 use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
 use crate::expr::Cx;
+use crate::fleet::RedisConfig;
 use crate::host::{HostName, HostTable, host_without_port, parse_host};
 use crate::policy::{self, BrandingConfig, Listener, Zone};
 use crate::rules::{self, Rules, Trust};
@@ -124,6 +125,7 @@ impl CompiledPolicy {
             verdict: Verdict::Proxy,
             rule_id: None,
             logged: Vec::new(),
+            fleet: Vec::new(),
         };
         // A phase that decides breaks out; the decision then holds its verdict.
         let _ = self.phases(facts, now, &mut decision);
@@ -166,6 +168,11 @@ impl CompiledPolicy {
                 ControlFlow::Break(())
             }
         }
+    }
+
+    /// The `[redis]` section, when fleet-scope rate limits need one.
+    pub fn redis(&self) -> Option<&RedisConfig> {
+        self.rules.redis.as_ref()
     }
 
     /// Rate-limit keys currently tracked, across all rules (for metrics).

@@ -421,6 +421,11 @@ impl Limiter {
         }
     }
 
+    /// Period (ms, at least 1), requests per period, mitigation timeout (ms).
+    pub(crate) fn limits(&self) -> (u64, u32, u64) {
+        (self.period, self.limit, self.mitigation)
+    }
+
     /// Keys currently tracked (in slots; keys counted only in a sketch are not included).
     pub(crate) fn keys(&self) -> usize {
         self.shards
