@@ -201,7 +201,30 @@ impl ProxyHttp for Edge {
             sni: crate::tls::client_sni(session.digest()),
             headers: &req.headers,
         };
-        let decision = loaded.policy.decide(&facts, Instant::now());
+        let mut decision = loaded.policy.decide(&facts, Instant::now());
+        // Fleet rate limits: one Redis call per rule that counts the request, in file order,
+        // while nothing has refused it; the first refusal decides.
+        for check in std::mem::take(&mut decision.fleet) {
+            if decision.verdict != Verdict::Proxy {
+                break;
+            }
+            let verdict = match &loaded.fleet {
+                Some(fleet) => fleet.count(&check, &self.metrics).await,
+                None => {
+                    let action = loaded
+                        .policy
+                        .redis()
+                        .map_or(signpost_policy::OnError::Local, |r| r.on_error);
+                    self.metrics
+                        .observe_fleet_fallback("connection", action.as_str());
+                    check.fallback(action, Instant::now())
+                }
+            };
+            if verdict != Verdict::Proxy {
+                decision.verdict = verdict;
+                decision.rule_id = Some(check.rule_id().clone());
+            }
+        }
         ctx.client_ip = Some(decision.client_ip);
         ctx.zone = decision.zone;
         ctx.rule_id = decision.rule_id.clone();

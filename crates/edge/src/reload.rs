@@ -12,12 +12,16 @@ use pingora::services::background::BackgroundService;
 use signpost_policy::CompiledPolicy;
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::fleet::Fleet;
 use crate::metrics::Metrics;
 
 /// A compiled policy together with what the renderers need from it, prepared once per load.
 pub struct Loaded {
     pub policy: CompiledPolicy,
     pub branding: signpost_problem::Branding,
+    /// The Redis client of fleet rate limits, when the policy has `[redis]`. A reload whose
+    /// `[redis]` is unchanged keeps the client and its connection.
+    pub fleet: Option<Arc<Fleet>>,
 }
 
 impl Loaded {
@@ -35,7 +39,24 @@ impl Loaded {
         if let Some(footer) = &config.footer {
             branding.footer = footer.clone();
         }
-        Ok(Loaded { policy, branding })
+        let fleet = policy.redis().and_then(|config| {
+            let kept = previous
+                .and_then(|p| p.fleet.as_ref())
+                .filter(|f| f.config() == config);
+            match kept {
+                Some(f) => Some(Arc::clone(f)),
+                None => Fleet::start(config)
+                    .map_err(|e| {
+                        tracing::error!("cannot start the Redis client, fleet rate limits fall back to on_error: {e}");
+                    })
+                    .ok(),
+            }
+        });
+        Ok(Loaded {
+            policy,
+            branding,
+            fleet,
+        })
     }
 }
 
