@@ -46,6 +46,7 @@ impl Redis {
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--enable-debug-command", "local"])
             .arg("--dir")
             .arg(&self._dir.0)
             .stdout(Stdio::null())
@@ -90,6 +91,15 @@ impl Redis {
             return String::from_utf8(body).ok();
         }
         Some(first)
+    }
+
+    /// A numeric field of `INFO <section>`.
+    fn info(&self, section: &str, field: &str) -> u64 {
+        let info = self.try_command(&format!("INFO {section}")).expect("INFO");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
     }
 
     /// `calls` and `failed_calls` of one command in `INFO commandstats`.
@@ -204,7 +214,10 @@ fn assert_shared_count(redis: &Redis, edges: &[Edge], key: &str) {
     let (calls, failed) = redis.calls("evalsha");
     let (calls, failed) = (calls - evalsha.0, failed - evalsha.1);
     assert_eq!(calls - failed, 50 + 3, "EVALSHA calls that ran, key {key}");
-    assert!(failed <= 3, "{failed} EVALSHA failed (NOSCRIPT at most once per edge)");
+    assert!(
+        failed <= 3,
+        "{failed} EVALSHA failed (NOSCRIPT at most once per edge)"
+    );
     assert!(
         start.elapsed() < Duration::from_secs(9),
         "the 300 requests must fit in the window"
@@ -303,5 +316,91 @@ fn three_edges_share_one_count_and_survive_redis_going_away() {
         thread::sleep(Duration::from_millis(100));
     }
     assert_shared_count(&redis, &edges, "d");
+
+    // 4. A reload with the same [redis] keeps the connection: Redis sees no new client.
+    let connections = redis.info("stats", "total_connections_received");
+    for e in &edges {
+        e.signal("HUP");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric_sum(
+        &edges,
+        "signpost_policy_reloads_total",
+        &[("outcome", "ok")],
+    ) < 3.0
+    {
+        assert!(Instant::now() < deadline, "the edges did not reload");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let answers = spread(&edges, "e", 6);
+    assert!(answers.iter().all(|a| a.1 == 200));
+    assert_eq!(
+        redis.info("stats", "total_connections_received"),
+        connections + 1, // this call's own connection
+        "a reload opened no new Redis connection"
+    );
+
+    // Errors were logged, at a bounded rate: Redis was down for a few seconds, so at most a
+    // couple of lines per edge, however many requests fell back.
+    for (i, e) in edges.iter().enumerate() {
+        let lines = e.log().matches("Redis did not count").count();
+        assert!(
+            (1..=3).contains(&lines),
+            "edge {i} logged {lines} fallback lines"
+        );
+    }
     assert!(origin.received() > 0);
+}
+
+#[test]
+fn a_slow_redis_costs_at_most_the_timeout() {
+    let Some(redis) = Redis::start() else {
+        return;
+    };
+    let origin = EchoOrigin::start();
+    let top = format!(
+        "[redis]\nurl = \"{}\"\ntimeout = \"50ms\"\non_error = \"allow\"\n{RULE}",
+        redis.url()
+    );
+    let o = origin.addr.to_string();
+    let edge = Edge::start("fleet-slow", |l, a| policy(l, a, &o, &top, ""), &[]);
+    // Warm: the connection is up and the script loaded.
+    assert_eq!(spread(std::slice::from_ref(&edge), "warm", 1)[0].1, 200);
+    // Redis stops answering for 1.5 s.
+    let port = redis.port;
+    let sleeper = thread::spawn(move || {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"DEBUG SLEEP 1.5\r\n").unwrap();
+        let mut buf = [0; 16];
+        let _ = s.read(&mut buf);
+    });
+    thread::sleep(Duration::from_millis(100));
+    let answers = spread(std::slice::from_ref(&edge), "slow", 5);
+    for (_, status, _, sent, done) in &answers {
+        assert_eq!(*status, 200, "on_error = allow lets it through");
+        assert!(
+            *done - *sent < Duration::from_millis(500),
+            "a request waited {:?} for a stalled Redis",
+            *done - *sent
+        );
+    }
+    sleeper.join().unwrap();
+    let text = admin_get(&edge, "/metrics").1;
+    assert_eq!(
+        metric(
+            &text,
+            "signpost_fleet_fallbacks_total",
+            &[("cause", "timeout"), ("action", "allow")]
+        ),
+        Some(5.0)
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "signpost_fleet_calls_total",
+            &[("outcome", "timeout")]
+        ),
+        Some(5.0)
+    );
+    assert!(metric(&text, "signpost_fleet_call_seconds_count", &[]).unwrap_or(0.0) >= 1.0);
 }
