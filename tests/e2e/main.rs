@@ -11,6 +11,10 @@ mod cli;
 mod contract;
 // Hostile Host values that must still give valid JSON, YAML and escaped HTML.
 mod hostile;
+// Rate limits hold under a flood of distinct keys.
+mod flood;
+// Fleet-scope rate limits: three edges, one real redis-server.
+mod fleet;
 // Origins that refuse, hang, close or babble: 521, 524, 520, 1016.
 mod origin_failures;
 // Running it: live reload under load, metrics, health, graceful shutdown, JSON logs.

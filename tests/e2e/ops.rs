@@ -25,29 +25,6 @@ fn status_of(http: &reqwest::blocking::Client, url: &str) -> u16 {
         .unwrap_or(0)
 }
 
-fn admin_get(edge: &Edge, path: &str) -> (u16, String) {
-    let response = reqwest::blocking::get(format!("http://{}{path}", edge.admin)).unwrap();
-    (response.status().as_u16(), response.text().unwrap())
-}
-
-/// The value of one sample of `/metrics`, parsed as Prometheus text, whose labels include `labels`.
-fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    let lines = text.lines().map(|l| Ok(l.to_string()));
-    let scrape =
-        prometheus_parse::Scrape::parse(lines).expect("/metrics parses as Prometheus text");
-    scrape
-        .samples
-        .iter()
-        .filter(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
-        .map(|s| match s.value {
-            prometheus_parse::Value::Counter(v)
-            | prometheus_parse::Value::Gauge(v)
-            | prometheus_parse::Value::Untyped(v) => v,
-            _ => f64::NAN,
-        })
-        .reduce(|a, b| a + b)
-}
-
 #[test]
 fn reloads_under_load_drop_nothing_and_apply_every_time() {
     let origin = EchoOrigin::start();

@@ -468,3 +468,27 @@ pub fn geo_databases(dir: &Path) -> (PathBuf, PathBuf) {
 pub fn repo_root() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
 }
+
+/// A GET on the edge's admin listener: status and body.
+pub fn admin_get(edge: &Edge, path: &str) -> (u16, String) {
+    let response = reqwest::blocking::get(format!("http://{}{path}", edge.admin)).unwrap();
+    (response.status().as_u16(), response.text().unwrap())
+}
+
+/// The value of one sample of `/metrics`, parsed as Prometheus text, whose labels include `labels`.
+pub fn metric(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    let scrape =
+        prometheus_parse::Scrape::parse(lines).expect("/metrics parses as Prometheus text");
+    scrape
+        .samples
+        .iter()
+        .filter(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => v,
+            _ => f64::NAN,
+        })
+        .reduce(|a, b| a + b)
+}

@@ -112,8 +112,9 @@ impl ServeHttp for Admin {
                 }
             }
             "/metrics" => {
+                let policy = &self.policy.load().policy;
                 self.metrics
-                    .set_rate_limit_keys(self.policy.load().policy.rate_limit_keys());
+                    .set_rate_limit_state(policy.rate_limit_keys(), policy.rate_limit_pressure());
                 text(
                     StatusCode::OK,
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",

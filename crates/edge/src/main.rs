@@ -6,6 +6,7 @@
 mod admin;
 mod commands;
 mod facts;
+mod fleet;
 mod metrics;
 mod origin;
 mod pipeline;

@@ -33,6 +33,14 @@ struct OutcomeLabel {
     outcome: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FallbackLabels {
+    /// `timeout`, `connection` or `error`.
+    cause: &'static str,
+    /// The policy's `on_error`: `local`, `allow` or `refuse`.
+    action: &'static str,
+}
+
 /// The origin statuses whose counters a zone keeps at hand; others are looked up by label.
 const COMMON_STATUSES: [u16; 12] = [200, 204, 206, 301, 302, 304, 307, 308, 400, 403, 404, 500];
 
@@ -59,7 +67,12 @@ pub struct Metrics {
     upstream_latency: Family<ZoneLabel, Histogram>,
     reloads: Family<OutcomeLabel, Counter>,
     rate_limit_keys: Gauge<i64, std::sync::atomic::AtomicI64>,
+    rate_limit_evicted: Gauge<u64, AtomicU64>,
+    rate_limit_sketched: Gauge<u64, AtomicU64>,
     policy_generation: Gauge<u64, AtomicU64>,
+    fleet_calls: Family<OutcomeLabel, Counter>,
+    fleet_fallbacks: Family<FallbackLabels, Counter>,
+    fleet_latency: Histogram,
     /// The zone label of requests no zone served.
     no_zone: Arc<str>,
 }
@@ -94,18 +107,58 @@ impl Metrics {
             "Keys currently tracked by the rate limiters",
             rate_limit_keys.clone(),
         );
+        let rate_limit_evicted = Gauge::default();
+        registry.register(
+            "rate_limit_evicted_keys",
+            "Keys not being limited that the rate limiters evicted, least recently seen first, \
+             to count new keys (since the rules' counters were created)",
+            rate_limit_evicted.clone(),
+        );
+        let rate_limit_sketched = Gauge::default();
+        registry.register(
+            "rate_limit_sketched_requests",
+            "Requests of new keys counted in a rule's fixed-size sketch because every slot held \
+             a key being limited (since the rules' counters were created)",
+            rate_limit_sketched.clone(),
+        );
         let policy_generation = Gauge::default();
         registry.register(
             "policy_generation",
             "How many policies this process has loaded",
             policy_generation.clone(),
         );
+        let fleet_calls = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "fleet_calls",
+            "Redis calls of fleet rate limits by outcome: allowed, refused (Redis answered), \
+             timeout, connection, error (it did not)",
+            fleet_calls.clone(),
+        );
+        let fleet_fallbacks = Family::<FallbackLabels, Counter>::default();
+        registry.register(
+            "fleet_fallbacks",
+            "Requests a fleet rate limit could not count in Redis, by cause and by the on_error \
+             action taken",
+            fleet_fallbacks.clone(),
+        );
+        // 50 µs to ~100 ms: loopback to a distant Redis; the timeout is usually a few ms.
+        let fleet_latency = Histogram::new(exponential_buckets(0.000_05, 2.0, 12));
+        registry.register(
+            "fleet_call_seconds",
+            "Time of the Redis calls of fleet rate limits that Redis answered",
+            fleet_latency.clone(),
+        );
         Metrics {
             registry,
+            fleet_calls,
+            fleet_fallbacks,
+            fleet_latency,
             requests,
             upstream_latency,
             reloads,
             rate_limit_keys,
+            rate_limit_evicted,
+            rate_limit_sketched,
             policy_generation,
             no_zone: Arc::from("-"),
         }
@@ -187,9 +240,28 @@ impl Metrics {
         self.policy_generation.inc();
     }
 
-    pub fn set_rate_limit_keys(&self, keys: usize) {
+    pub fn set_rate_limit_state(&self, keys: usize, (evicted, sketched): (u64, u64)) {
         self.rate_limit_keys
             .set(i64::try_from(keys).unwrap_or(i64::MAX));
+        self.rate_limit_evicted.set(evicted);
+        self.rate_limit_sketched.set(sketched);
+    }
+
+    /// One Redis call of a fleet rule: its outcome, and its time when Redis answered.
+    pub fn observe_fleet_call(&self, outcome: &'static str, latency: Option<Duration>) {
+        self.fleet_calls
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
+        if let Some(latency) = latency {
+            self.fleet_latency.observe(latency.as_secs_f64());
+        }
+    }
+
+    /// A request a fleet rule could not count in Redis.
+    pub fn observe_fleet_fallback(&self, cause: &'static str, action: &'static str) {
+        self.fleet_fallbacks
+            .get_or_create(&FallbackLabels { cause, action })
+            .inc();
     }
 
     /// The Prometheus text exposition of every metric.

@@ -12,6 +12,7 @@ use pingora::services::background::BackgroundService;
 use signpost_policy::CompiledPolicy;
 use tokio::signal::unix::{SignalKind, signal};
 
+use crate::fleet::Fleet;
 use crate::metrics::{Metrics, ZoneMetrics};
 
 /// A compiled policy together with what the renderers and the metrics need from it, prepared
@@ -21,6 +22,9 @@ pub struct Loaded {
     pub branding: signpost_problem::Branding,
     /// Each zone's metric handles, in the order of `policy.zones()`.
     pub zone_metrics: Vec<ZoneMetrics>,
+    /// The Redis client of fleet rate limits, when the policy has `[redis]`. A reload whose
+    /// `[redis]` is unchanged keeps the client and its connection.
+    pub fleet: Option<Arc<Fleet>>,
 }
 
 impl Loaded {
@@ -44,10 +48,24 @@ impl Loaded {
             .iter()
             .map(|z| metrics.zone(&z.name))
             .collect();
+        let fleet = policy.redis().and_then(|config| {
+            let kept = previous
+                .and_then(|p| p.fleet.as_ref())
+                .filter(|f| f.config() == config);
+            match kept {
+                Some(f) => Some(Arc::clone(f)),
+                None => Fleet::start(config)
+                    .map_err(|e| {
+                        tracing::error!("cannot start the Redis client, fleet rate limits fall back to on_error: {e}");
+                    })
+                    .ok(),
+            }
+        });
         Ok(Loaded {
             policy,
             branding,
             zone_metrics,
+            fleet,
         })
     }
 }

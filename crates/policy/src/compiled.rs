@@ -8,6 +8,7 @@ use crate::Code;
 use crate::decision::{Decision, RequestFacts, Verdict};
 use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
 use crate::expr::Cx;
+use crate::fleet::RedisConfig;
 use crate::host::{HostName, HostTable, host_without_port, parse_host};
 use crate::policy::{self, BrandingConfig, Listener, Zone};
 use crate::rules::{self, Rules, Trust};
@@ -124,6 +125,7 @@ impl CompiledPolicy {
             verdict: Verdict::Proxy,
             rule_id: None,
             logged: Vec::new(),
+            fleet: Vec::new(),
         };
         // A phase that decides breaks out; the decision then holds its verdict.
         let _ = self.phases(facts, now, &mut decision);
@@ -168,9 +170,21 @@ impl CompiledPolicy {
         }
     }
 
+    /// The `[redis]` section, when fleet-scope rate limits need one.
+    pub fn redis(&self) -> Option<&RedisConfig> {
+        self.rules.redis.as_ref()
+    }
+
     /// Rate-limit keys currently tracked, across all rules (for metrics).
     pub fn rate_limit_keys(&self) -> usize {
         self.rules.rate_limit_keys()
+    }
+
+    /// Since the rate-limit rules' counters were created (a reload keeps unchanged rules'):
+    /// keys that were not being limited evicted to make room for new keys, and new keys counted
+    /// in a rule's fixed-size sketch because every slot held a key being limited.
+    pub fn rate_limit_pressure(&self) -> (u64, u64) {
+        self.rules.rate_limit_pressure()
     }
 }
 

@@ -39,6 +39,10 @@ pub struct Decision {
     /// Ids of rules with action `log` that matched, in evaluation order. Empty (and
     /// allocation-free) when none did.
     pub logged: Vec<Arc<str>>,
+    /// Fleet-scope rate limits that count this request, in file order: the edge asks Redis for
+    /// each (while the verdict is `Proxy`), and the first refusal decides. Empty (and
+    /// allocation-free) when none applies.
+    pub fleet: Vec<crate::fleet::FleetCheck>,
 }
 
 /// Whether to forward the request to the origin or answer it with an error.

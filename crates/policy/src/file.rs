@@ -29,6 +29,19 @@ pub(crate) struct PolicyFile {
     pub custom_rule: Vec<Spanned<CustomRuleFile>>,
     #[serde(default)]
     pub rate_limit: Vec<Spanned<RateLimitFile>>,
+    pub redis: Option<Spanned<RedisFile>>,
+}
+
+/// `[redis]`: where fleet-scope rate limits keep their counters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RedisFile {
+    pub url: Spanned<String>,
+    pub password: Option<String>,
+    pub db: Option<Spanned<i64>>,
+    pub timeout: Option<Spanned<String>>,
+    pub key_prefix: Option<Spanned<String>>,
+    pub on_error: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -164,4 +177,5 @@ pub(crate) struct RateLimitFile {
     pub requests_per_period: Spanned<i64>,
     pub mitigation_timeout: Option<Spanned<String>>,
     pub max_keys: Option<Spanned<i64>>,
+    pub scope: Option<Spanned<String>>,
 }

@@ -60,6 +60,7 @@ mod decision;
 mod error;
 mod expr;
 mod file;
+mod fleet;
 mod geo;
 mod host;
 mod ipset;
@@ -74,6 +75,9 @@ pub use decision::{Decision, RequestFacts, Verdict};
 pub use error::{Location, PolicyError, Problem, ProblemKind};
 pub use expr::{
     Expression, ExpressionError, MAX_EXPRESSION_LEN, MAX_NESTING, MAX_REGEX_SIZE, ParsedExpression,
+};
+pub use fleet::{
+    DEFAULT_KEY_PREFIX, DEFAULT_REDIS_TIMEOUT, FleetCheck, OnError, RedisConfig, redact_url,
 };
 pub use host::normalize_host;
 pub use policy::{

@@ -1,11 +1,21 @@
-//! Rate limiting: per-rule counters keyed by request characteristics, with bounded memory.
+//! Rate limiting: per-rule counters keyed by request characteristics, in bounded memory.
 //!
 //! Each rule has a `Limiter`: a fixed window per key (it starts at the key's first request),
-//! plus an optional mitigation timeout during which the key is refused outright. Keys live in
-//! sharded maps. Memory is bounded two ways: expired entries are swept (amortised, and never
-//! more often than something can have expired), and each rule has a hard cap on keys. When a
-//! rule's table is full of live keys, a *new* key is not tracked (its request passes): keys
-//! already counted, the ones that are abusive, stay limited. See docs/policy.md.
+//! plus an optional mitigation timeout during which the key is refused outright.
+//!
+//! Memory is fixed per rule: keys live in `SHARDS` shards of at most `cap_per_shard` entries
+//! each (`max_keys` in total, rounded up to a multiple of `SHARDS`). Every shard keeps two
+//! intrusive lists over one slot array:
+//!
+//! - *open* keys (not being refused), least recently seen at the tail;
+//! - *limited* keys (being refused), in the order they became limited.
+//!
+//! A new key in a full shard takes the slot of, in this order: the oldest limited key whose
+//! refusal is over, else the least recently seen open key. Both are O(1) (no sweep). Keys being
+//! limited are never evicted. Only when every slot of the shard holds a key still being refused
+//! is the new key counted in the shard's count-min sketch (fixed memory, allocated on first use,
+//! like `pingora-limits`' `Estimator`): it may over-count (a key sharing cells with heavy keys is
+//! refused early) but never under-counts, so a new key is always counted. See docs/policy.md.
 
 use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
@@ -18,6 +28,13 @@ use std::time::{Duration, Instant};
 const SHARDS: usize = 16;
 /// Default cap on tracked keys per rate-limit rule.
 pub const DEFAULT_MAX_KEYS: usize = 100_000;
+/// Rows of a shard's count-min sketch (independent hash functions).
+const SKETCH_ROWS: usize = 4;
+/// Bounds on the counters per sketch row: a quarter of the shard's slots, within these.
+const SKETCH_MIN_WIDTH: usize = 64;
+const SKETCH_MAX_WIDTH: usize = 4096;
+/// "No slot" in the intrusive lists.
+const NIL: u32 = u32::MAX;
 
 /// The verdict of a limiter for one request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,12 +53,20 @@ struct Entry {
     blocked_until: u64,
 }
 
-impl Entry {
-    fn expires_at(&self, period: u64) -> u64 {
-        self.window_start
-            .saturating_add(period)
-            .max(self.blocked_until)
-    }
+/// Which list a slot is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum List {
+    Open = 0,
+    Limited = 1,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    key: u64,
+    entry: Entry,
+    list: List,
+    prev: u32,
+    next: u32,
 }
 
 /// Keys are already hashed with the limiter's random seed; the map need not hash them again.
@@ -62,12 +87,141 @@ impl Hasher for KeyHasher {
     }
 }
 
+/// A fixed window of approximate counts, for new keys when every slot holds a limited key.
+///
+/// Conservative-update count-min sketch: a key's count is the minimum of its cells, and only
+/// the cells at that minimum are raised, so the estimate never falls below the true count.
+/// Each cell also keeps the latest `blocked_until` written through it; a key's block is the
+/// minimum over its cells, so a key is never released before its own block ends.
+struct Sketch {
+    width: usize,
+    window_start: u64,
+    counts: Box<[u32]>,
+    blocked: Box<[u64]>,
+}
+
+impl Sketch {
+    fn new(width: usize, now: u64) -> Sketch {
+        Sketch {
+            width,
+            window_start: now,
+            counts: vec![0; width * SKETCH_ROWS].into_boxed_slice(),
+            blocked: vec![0; width * SKETCH_ROWS].into_boxed_slice(),
+        }
+    }
+
+    fn cells(&self, key: u64) -> [usize; SKETCH_ROWS] {
+        // Keys are already uniformly hashed; derive one index per row by remixing.
+        let mut out = [0; SKETCH_ROWS];
+        for (row, o) in out.iter_mut().enumerate() {
+            let h = (key ^ (row as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15))
+                .wrapping_mul(0xD6E8_FEB8_6659_FD93);
+            let h = h ^ (h >> 32);
+            *o = row * self.width + usize::try_from(h % self.width as u64).unwrap_or(0);
+        }
+        out
+    }
+
+    fn hit(&mut self, key: u64, now: u64, l: &Limiter) -> Outcome {
+        let cells = self.cells(key);
+        let blocked = cells
+            .iter()
+            .map(|&c| self.blocked.get(c).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(0);
+        if now < blocked {
+            return Outcome::Limited(Duration::from_millis(blocked - now));
+        }
+        if now >= self.window_start.saturating_add(l.period) {
+            self.counts.fill(0);
+            self.window_start = now;
+        }
+        let min = cells
+            .iter()
+            .map(|&c| self.counts.get(c).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(0);
+        let estimate = min.saturating_add(1);
+        for &c in &cells {
+            if let Some(v) = self.counts.get_mut(c) {
+                *v = (*v).max(estimate);
+            }
+        }
+        if estimate <= l.limit {
+            return Outcome::Allowed;
+        }
+        if l.mitigation > 0 {
+            let until = now.saturating_add(l.mitigation);
+            for &c in &cells {
+                if let Some(v) = self.blocked.get_mut(c) {
+                    *v = (*v).max(until);
+                }
+            }
+            Outcome::Limited(Duration::from_millis(l.mitigation))
+        } else {
+            Outcome::Limited(Duration::from_millis(
+                self.window_start
+                    .saturating_add(l.period)
+                    .saturating_sub(now),
+            ))
+        }
+    }
+}
+
 #[derive(Default)]
 struct Shard {
-    map: HashMap<u64, Entry, BuildHasherDefault<KeyHasher>>,
-    /// Nothing in the shard expires before this time (ms), so sweeping earlier is pointless.
-    next_expiry: u64,
-    inserts_since_sweep: usize,
+    /// Key → index into `slots`.
+    index: HashMap<u64, u32, BuildHasherDefault<KeyHasher>>,
+    /// At most `cap_per_shard` slots, each on exactly one list.
+    slots: Vec<Slot>,
+    /// Head (most recent) and tail (oldest) of each list, indexed by `List`.
+    head: [u32; 2],
+    tail: [u32; 2],
+    sketch: Option<Box<Sketch>>,
+}
+
+impl Shard {
+    fn new() -> Shard {
+        Shard {
+            head: [NIL; 2],
+            tail: [NIL; 2],
+            ..Shard::default()
+        }
+    }
+
+    fn unlink(&mut self, i: u32) {
+        let Some(&Slot {
+            list, prev, next, ..
+        }) = self.slots.get(i as usize)
+        else {
+            return;
+        };
+        let l = list as usize;
+        match self.slots.get_mut(prev as usize) {
+            Some(p) => p.next = next,
+            None => self.head[l] = next,
+        }
+        match self.slots.get_mut(next as usize) {
+            Some(n) => n.prev = prev,
+            None => self.tail[l] = prev,
+        }
+    }
+
+    /// Puts slot `i` (not linked) at the head of `list`.
+    fn push_front(&mut self, i: u32, list: List) {
+        let l = list as usize;
+        let old = self.head[l];
+        if let Some(s) = self.slots.get_mut(i as usize) {
+            s.list = list;
+            s.prev = NIL;
+            s.next = old;
+        }
+        match self.slots.get_mut(old as usize) {
+            Some(o) => o.prev = i,
+            None => self.tail[l] = i,
+        }
+        self.head[l] = i;
+    }
 }
 
 /// The counters of one rate-limit rule.
@@ -79,8 +233,10 @@ pub(crate) struct Limiter {
     cap_per_shard: usize,
     shards: Box<[Mutex<Shard>]>,
     seed: RandomState,
-    /// New keys not tracked because the table was full.
-    overflow: AtomicU64,
+    /// Open keys evicted to make room for a new key.
+    evicted: AtomicU64,
+    /// New keys counted in a sketch because every slot held a limited key.
+    sketched: AtomicU64,
     /// The rule's definition; a reload reuses this limiter only when it is unchanged.
     pub(crate) fingerprint: String,
 }
@@ -108,10 +264,12 @@ impl Limiter {
             period: millis(period).max(1),
             limit,
             mitigation: millis(mitigation),
-            cap_per_shard: max_keys.div_ceil(SHARDS).max(1),
-            shards: (0..SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            // Slot indices are u32 (NIL excluded); max_keys is capped far below that.
+            cap_per_shard: max_keys.div_ceil(SHARDS).clamp(1, (NIL - 1) as usize),
+            shards: (0..SHARDS).map(|_| Mutex::new(Shard::new())).collect(),
             seed: RandomState::new(),
-            overflow: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+            sketched: AtomicU64::new(0),
             fingerprint,
         }
     }
@@ -122,6 +280,12 @@ impl Limiter {
         self.seed.build_hasher()
     }
 
+    /// Whether `e` is being refused at `now`.
+    fn is_limited(&self, e: &Entry, now: u64) -> bool {
+        now < e.blocked_until
+            || (e.count > self.limit && now < e.window_start.saturating_add(self.period))
+    }
+
     /// Counts one request for `key` at `now` and says whether it may pass.
     pub(crate) fn hit(&self, key: u64, now: Instant) -> Outcome {
         let now = millis(now.saturating_duration_since(self.epoch));
@@ -129,76 +293,153 @@ impl Limiter {
         let Some(shard) = self.shards.get(idx) else {
             return Outcome::Allowed;
         };
-        // A panic while holding the lock cannot leave an entry half-written; keep going.
+        // A panic while holding the lock cannot leave a list half-linked (nothing in here
+        // panics); keep going.
         let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
-        if !shard.map.contains_key(&key) {
-            shard.inserts_since_sweep += 1;
-            let full = shard.map.len() >= self.cap_per_shard;
-            if (full || shard.inserts_since_sweep > self.cap_per_shard / 2)
-                && now >= shard.next_expiry
-            {
-                self.sweep(&mut shard, now);
-            }
-            if shard.map.len() >= self.cap_per_shard {
-                self.overflow.fetch_add(1, Ordering::Relaxed);
-                return Outcome::Allowed;
-            }
-        }
-        let period = self.period;
-        let entry = shard.map.entry(key).or_insert(Entry {
-            window_start: now,
-            count: 0,
-            blocked_until: 0,
-        });
-        if now < entry.blocked_until {
-            return Outcome::Limited(Duration::from_millis(entry.blocked_until - now));
-        }
-        if now >= entry.window_start.saturating_add(period) {
-            entry.window_start = now;
-            entry.count = 0;
-        }
-        entry.count = entry.count.saturating_add(1);
-        if entry.count <= self.limit {
+        let slot = match shard.index.get(&key) {
+            Some(&i) => i,
+            None => match self.make_room(&mut shard, key, now) {
+                Some(i) => i,
+                None => {
+                    self.sketched.fetch_add(1, Ordering::Relaxed);
+                    let width = (self.cap_per_shard / 4).clamp(SKETCH_MIN_WIDTH, SKETCH_MAX_WIDTH);
+                    let sketch = shard
+                        .sketch
+                        .get_or_insert_with(|| Box::new(Sketch::new(width, now)));
+                    return sketch.hit(key, now, self);
+                }
+            },
+        };
+        let Some(s) = shard.slots.get_mut(slot as usize) else {
             return Outcome::Allowed;
+        };
+        let (outcome, limited) = self.count(&mut s.entry, now);
+        let was = s.list;
+        let to = if limited { List::Limited } else { List::Open };
+        // Open keys move to the front on every hit (least recently seen at the tail); limited
+        // keys stay in the order they became limited.
+        if to == List::Open || was != to {
+            shard.unlink(slot);
+            shard.push_front(slot, to);
+        }
+        outcome
+    }
+
+    /// A slot for a new `key`: a free one, the oldest limited key whose refusal is over, or the
+    /// least recently seen open key. `None` when every slot holds a key still being refused.
+    fn make_room(&self, shard: &mut Shard, key: u64, now: u64) -> Option<u32> {
+        // A key refused through the sketch stays refused when it gets a slot.
+        let blocked = shard.sketch.as_ref().map_or(0, |sk| {
+            sk.cells(key)
+                .iter()
+                .map(|&c| sk.blocked.get(c).copied().unwrap_or(0))
+                .min()
+                .unwrap_or(0)
+        });
+        let fresh = Slot {
+            key,
+            entry: Entry {
+                window_start: now,
+                count: 0,
+                blocked_until: if blocked > now { blocked } else { 0 },
+            },
+            list: List::Open,
+            prev: NIL,
+            next: NIL,
+        };
+        let i = if shard.slots.len() < self.cap_per_shard {
+            let len = shard.slots.len();
+            let i = u32::try_from(len).ok()?;
+            if len == shard.slots.capacity() {
+                // Grow by doubling, but never past the cap.
+                shard
+                    .slots
+                    .reserve_exact(len.max(8).min(self.cap_per_shard - len));
+            }
+            shard.slots.push(fresh);
+            i
+        } else {
+            let oldest_limited = shard.tail[List::Limited as usize];
+            let victim = match shard.slots.get(oldest_limited as usize) {
+                Some(s) if !self.is_limited(&s.entry, now) => oldest_limited,
+                _ => {
+                    let lru = shard.tail[List::Open as usize];
+                    if lru == NIL {
+                        return None;
+                    }
+                    self.evicted.fetch_add(1, Ordering::Relaxed);
+                    lru
+                }
+            };
+            shard.unlink(victim);
+            let old = shard.slots.get_mut(victim as usize)?;
+            let old_key = old.key;
+            *old = fresh;
+            shard.index.remove(&old_key);
+            victim
+        };
+        shard.index.insert(key, i);
+        // Linked by the caller after counting.
+        shard.push_front(i, List::Open);
+        Some(i)
+    }
+
+    /// Counts one request on `e`: the outcome, and whether the key is now being refused.
+    fn count(&self, e: &mut Entry, now: u64) -> (Outcome, bool) {
+        if now < e.blocked_until {
+            return (
+                Outcome::Limited(Duration::from_millis(e.blocked_until - now)),
+                true,
+            );
+        }
+        if now >= e.window_start.saturating_add(self.period) {
+            e.window_start = now;
+            e.count = 0;
+        }
+        e.count = e.count.saturating_add(1);
+        if e.count <= self.limit {
+            return (Outcome::Allowed, false);
         }
         if self.mitigation > 0 {
             // Blocked for the mitigation time, then a fresh window: the retry time is exact.
-            entry.blocked_until = now.saturating_add(self.mitigation);
-            entry.window_start = entry.blocked_until;
-            entry.count = 0;
-            Outcome::Limited(Duration::from_millis(self.mitigation))
+            e.blocked_until = now.saturating_add(self.mitigation);
+            e.window_start = e.blocked_until;
+            e.count = 0;
+            (
+                Outcome::Limited(Duration::from_millis(self.mitigation)),
+                true,
+            )
         } else {
-            Outcome::Limited(Duration::from_millis(
-                entry
-                    .window_start
-                    .saturating_add(period)
-                    .saturating_sub(now),
-            ))
+            (
+                Outcome::Limited(Duration::from_millis(
+                    e.window_start
+                        .saturating_add(self.period)
+                        .saturating_sub(now),
+                )),
+                true,
+            )
         }
     }
 
-    fn sweep(&self, shard: &mut Shard, now: u64) {
-        let period = self.period;
-        let mut next = u64::MAX;
-        shard.map.retain(|_, e| {
-            let exp = e.expires_at(period);
-            if exp > now {
-                next = next.min(exp);
-                true
-            } else {
-                false
-            }
-        });
-        shard.next_expiry = next;
-        shard.inserts_since_sweep = 0;
+    /// Period (ms, at least 1), requests per period, mitigation timeout (ms).
+    pub(crate) fn limits(&self) -> (u64, u32, u64) {
+        (self.period, self.limit, self.mitigation)
     }
 
-    /// Keys currently tracked.
+    /// Keys currently tracked (in slots; keys counted only in a sketch are not included).
     pub(crate) fn keys(&self) -> usize {
         self.shards
             .iter()
-            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).map.len())
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).slots.len())
             .sum()
+    }
+
+    /// Open keys evicted for new ones, and new keys counted in a sketch, since start.
+    pub(crate) fn pressure(&self) -> (u64, u64) {
+        (
+            self.evicted.load(Ordering::Relaxed),
+            self.sketched.load(Ordering::Relaxed),
+        )
     }
 
     /// The most keys this limiter will hold.
@@ -304,8 +545,13 @@ mod tests {
         ));
     }
 
+    /// Distinct keys spread like real hashed keys.
+    fn flood_key(i: u64) -> u64 {
+        i.wrapping_mul(0x9E37_79B9_7F4A_7C15).rotate_left(17) ^ 0x5555
+    }
+
     #[test]
-    fn a_million_keys_stay_under_the_cap() {
+    fn a_million_keys_stay_under_the_cap_and_a_new_abuser_is_limited() {
         let cap = 10_000;
         let l = Limiter::new(
             Duration::from_secs(60),
@@ -320,27 +566,128 @@ mod tests {
             l.hit(abuser, t0);
         }
         for i in 0..1_000_000u64 {
-            l.hit(
-                i.wrapping_mul(0x9E37_79B9_7F4A_7C15),
-                t0 + Duration::from_micros(i),
+            assert_eq!(
+                l.hit(flood_key(i), t0 + Duration::from_micros(i)),
+                Outcome::Allowed
             );
         }
-        assert!(
-            l.keys() <= l.capacity(),
-            "{} keys > cap {}",
-            l.keys(),
-            l.capacity()
-        );
+        assert!(l.keys() <= l.capacity(), "{} > {}", l.keys(), l.capacity());
         assert!(l.capacity() <= cap + SHARDS);
-        assert!(matches!(
-            l.hit(abuser, t0 + Duration::from_secs(2)),
-            Outcome::Limited(_)
-        ));
-        // Once their windows end, old keys are reclaimed and new ones are tracked again.
-        let later = t0 + Duration::from_secs(120);
-        for i in 0..1_000u64 {
-            l.hit(i.wrapping_mul(0x1234_5678_9abc_def1), later);
+        let t1 = t0 + Duration::from_secs(2);
+        // The limited key was never evicted by the flood.
+        assert!(matches!(l.hit(abuser, t1), Outcome::Limited(_)));
+        // A key first seen after the flood is counted from its first request.
+        let newcomer = key(&l, "newcomer");
+        for n in 0..5 {
+            assert_eq!(l.hit(newcomer, t1), Outcome::Allowed, "request {n}");
         }
-        assert!(l.keys() <= 1_000 + SHARDS, "{} keys after expiry", l.keys());
+        assert_eq!(
+            l.hit(newcomer, t1),
+            Outcome::Limited(Duration::from_secs(60))
+        );
+        let (evicted, sketched) = l.pressure();
+        assert!(evicted >= 1_000_000 - cap as u64, "{evicted}");
+        assert_eq!(sketched, 0, "open keys were there to evict");
+    }
+
+    #[test]
+    fn least_recently_seen_open_key_is_evicted_first() {
+        // One slot per shard: 16 slots in all; use keys of one shard.
+        let l = Limiter::new(
+            Duration::from_secs(60),
+            3,
+            Duration::ZERO,
+            2 * SHARDS,
+            String::new(),
+        );
+        let t0 = Instant::now();
+        let (a, b, c) = (0u64, SHARDS as u64, 2 * SHARDS as u64);
+        l.hit(a, t0);
+        l.hit(a, t0);
+        l.hit(b, t0);
+        l.hit(a, t0); // a: 3 requests, most recently seen
+        l.hit(c, t0); // evicts b, the least recently seen
+        assert!(
+            matches!(l.hit(a, t0), Outcome::Limited(_)),
+            "a kept its count"
+        );
+        assert_eq!(l.pressure(), (1, 0));
+    }
+
+    #[test]
+    fn when_every_slot_is_limited_new_keys_are_counted_in_the_sketch() {
+        let l = Limiter::new(
+            Duration::from_secs(10),
+            2,
+            Duration::from_secs(300),
+            SHARDS * 4,
+            String::new(),
+        );
+        let t0 = Instant::now();
+        // Fill every slot with a limited key.
+        let mut limited = Vec::new();
+        let mut i = 0;
+        while l.keys() < l.capacity() || limited.len() < l.capacity() {
+            let k = flood_key(i);
+            i += 1;
+            for _ in 0..3 {
+                l.hit(k, t0);
+            }
+            if matches!(l.hit(k, t0), Outcome::Limited(_)) {
+                limited.push(k);
+            }
+        }
+        assert_eq!(l.keys(), l.capacity());
+        for &k in &limited {
+            assert!(matches!(l.hit(k, t0), Outcome::Limited(_)), "kept");
+        }
+        // A new abusive key: counted in the sketch, limited after 2, for the mitigation time.
+        let abuser = key(&l, "abuser");
+        assert_eq!(l.hit(abuser, t0), Outcome::Allowed);
+        assert_eq!(l.hit(abuser, t0), Outcome::Allowed);
+        assert_eq!(
+            l.hit(abuser, t0),
+            Outcome::Limited(Duration::from_secs(300))
+        );
+        assert_eq!(
+            l.hit(abuser, t0 + Duration::from_secs(100)),
+            Outcome::Limited(Duration::from_secs(200))
+        );
+        assert!(l.pressure().1 >= 3);
+        // Once the first refusals end, their slots go to new keys first; the abuser, now
+        // tracked in a slot, keeps the block the sketch gave it.
+        let later = t0 + Duration::from_secs(301);
+        assert_eq!(
+            l.hit(abuser, later - Duration::from_secs(2)),
+            Outcome::Limited(Duration::from_secs(1))
+        );
+        let sketched = l.pressure().1;
+        assert_eq!(l.hit(key(&l, "fresh"), later), Outcome::Allowed);
+        assert_eq!(l.pressure().1, sketched, "a slot was reclaimed");
+    }
+
+    #[test]
+    fn sketch_never_undercounts() {
+        let mut sk = Sketch::new(SKETCH_MIN_WIDTH, 0);
+        let l = Limiter::new(
+            Duration::from_secs(60),
+            1000,
+            Duration::ZERO,
+            16,
+            String::new(),
+        );
+        // Many more keys than cells: estimates only grow.
+        for round in 1..=3u32 {
+            for k in 0..2_000u64 {
+                let _ = sk.hit(flood_key(k), 1, &l);
+                let est = sk
+                    .cells(flood_key(k))
+                    .iter()
+                    .map(|&c| sk.counts[c])
+                    .min()
+                    .unwrap();
+                assert!(est >= round, "key {k} round {round}: {est}");
+            }
+        }
     }
 }

@@ -864,3 +864,200 @@ proptest::proptest! {
         let _ = p.decide(&facts, Instant::now());
     }
 }
+
+#[test]
+fn a_million_ipv6_addresses_do_not_free_a_new_abuser() {
+    let p = compile(
+        &format!(
+            r#"
+[[rate_limit]]
+id = "per-ip"
+period = "1m"
+requests_per_period = 5
+{ZONE}"#
+        ),
+        Path::new("."),
+    );
+    let t0 = Instant::now();
+    let base: u128 = "2001:db8::".parse::<std::net::Ipv6Addr>().unwrap().into();
+    let mut r = req("2001:db8::1", "/");
+    for i in 0..1_000_000u128 {
+        r.peer = IpAddr::V6((base + (i << 64) + 7).into());
+        let d = r.decide(&p, t0 + Duration::from_micros(i as u64));
+        assert_eq!(d.verdict, Verdict::Proxy, "flood request {i}");
+    }
+    // The default max_keys bounds memory.
+    assert!(p.rate_limit_keys() <= signpost_policy::DEFAULT_MAX_KEYS + 16);
+    let (evicted, sketched) = p.rate_limit_pressure();
+    assert!(evicted >= 1_000_000 - 100_016, "{evicted}");
+    assert_eq!(sketched, 0);
+    // A new address, first seen after the flood: counted from its first request.
+    let abuser = req("2001:db8:ffff::66", "/");
+    let t1 = t0 + Duration::from_secs(2);
+    for n in 0..5 {
+        assert_eq!(abuser.decide(&p, t1).verdict, Verdict::Proxy, "request {n}");
+    }
+    let d = abuser.decide(&p, t1);
+    assert_eq!(
+        d.verdict,
+        Verdict::Refuse {
+            code: Code::new(1015),
+            retry_after: Some(60)
+        }
+    );
+    assert_eq!(d.rule_id.as_deref(), Some("per-ip"));
+}
+
+// === fleet scope ===
+
+const FLEET: &str = r#"
+[redis]
+url = "redis://127.0.0.1:6379/2"
+timeout = "3ms"
+key_prefix = "edge:"
+
+[[rate_limit]]
+id = "login"
+scope = "fleet"
+period = "10s"
+requests_per_period = 2
+mitigation_timeout = "30s"
+
+[[rate_limit]]
+id = "local"
+requests_per_period = 100
+period = "1m"
+"#;
+
+#[test]
+fn fleet_rules_hand_the_edge_a_shared_key_and_cache_refusals() {
+    let p = compile(&format!("{FLEET}{ZONE}"), Path::new("."));
+    let redis = p.redis().unwrap();
+    assert_eq!(redis.timeout, Duration::from_millis(3));
+    assert_eq!(redis.on_error, signpost_policy::OnError::Local);
+    let t0 = Instant::now();
+    let a = req("192.0.2.1", "/").decide(&p, t0);
+    assert_eq!(a.verdict, Verdict::Proxy);
+    assert_eq!(a.fleet.len(), 1);
+    let check = &a.fleet[0];
+    assert_eq!(&**check.rule_id(), "login");
+    assert!(check.key().starts_with("edge:rl:"), "{}", check.key());
+    assert_eq!(
+        (check.period_ms(), check.limit(), check.mitigation_ms()),
+        (10_000, 2, 30_000)
+    );
+    // The same client gives the same key in another process: no per-process seed.
+    let again = compile(&format!("{FLEET}{ZONE}"), Path::new("."));
+    let b = req("192.0.2.1", "/").decide(&again, t0);
+    assert_eq!(b.fleet[0].key(), check.key());
+    assert_ne!(
+        req("192.0.2.2", "/").decide(&p, t0).fleet[0].key(),
+        check.key()
+    );
+    // Redis allowed it; then refused it for 29.5 s: the next request is refused locally.
+    assert_eq!(check.shared(true, 0, t0), Verdict::Proxy);
+    let refused = Verdict::Refuse {
+        code: Code::new(1015),
+        retry_after: Some(30),
+    };
+    assert_eq!(check.shared(false, 29_500, t0), refused);
+    let c = req("192.0.2.1", "/").decide(&p, t0 + Duration::from_secs(1));
+    assert!(c.fleet.is_empty(), "no Redis call for a refused key");
+    assert_eq!(
+        c.verdict,
+        Verdict::Refuse {
+            code: Code::new(1015),
+            retry_after: Some(29)
+        }
+    );
+    assert_eq!(c.rule_id.as_deref(), Some("login"));
+    // After the retry time, Redis is asked again.
+    let d = req("192.0.2.1", "/").decide(&p, t0 + Duration::from_secs(30));
+    assert_eq!(d.fleet.len(), 1);
+}
+
+#[test]
+fn fleet_fallback_counts_locally_allows_or_refuses() {
+    use signpost_policy::OnError;
+    let p = compile(&format!("{FLEET}{ZONE}"), Path::new("."));
+    let t0 = Instant::now();
+    let check = req("192.0.2.9", "/").decide(&p, t0).fleet[0].clone();
+    assert_eq!(check.fallback(OnError::Local, t0), Verdict::Proxy);
+    assert_eq!(check.fallback(OnError::Local, t0), Verdict::Proxy);
+    assert_eq!(
+        check.fallback(OnError::Local, t0),
+        Verdict::Refuse {
+            code: Code::new(1015),
+            retry_after: Some(30)
+        }
+    );
+    assert_eq!(check.fallback(OnError::Allow, t0), Verdict::Proxy);
+    assert_eq!(
+        check.fallback(OnError::Refuse, t0),
+        Verdict::Refuse {
+            code: Code::new(1015),
+            retry_after: Some(1)
+        }
+    );
+}
+
+#[test]
+fn redis_section_errors_name_file_line_col() {
+    let text = r#"[redis]
+url = "http://127.0.0.1:6379"
+db = -1
+timeout = "1m"
+key_prefix = "a b"
+on_error = "panic"
+
+[[rate_limit]]
+id = "x"
+scope = "everywhere"
+period = "1m"
+requests_per_period = 1
+"#;
+    let e = CompiledPolicy::from_toml(&format!("{text}{ZONE}"), "t.toml", Path::new("."), None)
+        .unwrap_err()
+        .to_string();
+    for expected in [
+        "t.toml:2:7: `http://127.0.0.1:6379` is not a redis:// or rediss:// URL",
+        "t.toml:3:6: db must be between 0 and 65535",
+        "t.toml:4:11: timeout must be between 1ms and 10s",
+        "t.toml:5:14: key_prefix must be at most 64 bytes",
+        "t.toml:6:12: unknown on_error `panic`",
+        "t.toml:10:9: unknown scope `everywhere`",
+    ] {
+        assert!(e.contains(expected), "missing {expected:?} in:\n{e}");
+    }
+    let no_redis =
+        "[[rate_limit]]\nid = \"x\"\nscope = \"fleet\"\nperiod = \"1m\"\nrequests_per_period = 1\n";
+    let e = CompiledPolicy::from_toml(&format!("{no_redis}{ZONE}"), "t.toml", Path::new("."), None)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("t.toml:3:9: a fleet-scope rule needs a `[redis]` section"),
+        "{e}"
+    );
+    for (url, why) in [
+        ("redis://", "the URL names no host"),
+        ("redis://h:0", "the port must be a number"),
+        ("redis://h:6379/x", "the path must be a database number"),
+    ] {
+        let t = format!("[redis]\nurl = \"{url}\"\n{ZONE}");
+        let e = CompiledPolicy::from_toml(&t, "t.toml", Path::new("."), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(why), "{url}: {e}");
+    }
+    for url in [
+        "redis://:pw@[::1]:6379/1",
+        "rediss://user:pw@redis.internal",
+    ] {
+        let t = format!("[redis]\nurl = \"{url}\"\n{ZONE}");
+        let p = compile(&t, Path::new("."));
+        assert!(
+            !format!("{:?}", p.redis()).contains("pw"),
+            "password redacted"
+        );
+    }
+}

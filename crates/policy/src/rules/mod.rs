@@ -53,6 +53,7 @@ pub(crate) struct RulesSpec {
     pub legal: LegalRules,
     pub custom: Vec<CustomRule>,
     pub rate: Vec<RateSpec>,
+    pub redis: Option<crate::fleet::RedisConfig>,
 }
 
 fn sp<T>(s: &Spanned<T>) -> Range<usize> {
@@ -135,6 +136,7 @@ pub(crate) fn validate(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Pa
     hotlink::validate(file, d, &mut ids, &mut spec);
     custom::validate_legal(file, d, &mut ids, &mut spec);
     custom::validate_custom(file, d, &mut ids, &mut spec);
+    spec.redis = file.redis.as_ref().map(|r| crate::fleet::validate(r, d));
     rate::validate(file, d, &mut ids, &mut spec);
     spec
 }
@@ -245,6 +247,7 @@ pub(crate) struct Rules {
     pub(crate) legal: LegalRules,
     pub(crate) custom: CustomRules,
     pub(crate) rate: Vec<RateRule>,
+    pub(crate) redis: Option<crate::fleet::RedisConfig>,
 }
 
 impl Rules {
@@ -298,7 +301,7 @@ impl Rules {
         let rate = spec
             .rate
             .into_iter()
-            .map(|r| RateRule::build(r, previous))
+            .map(|r| RateRule::build(r, previous, spec.redis.as_ref()))
             .collect();
         Rules {
             client_ip: spec.client_ip.unwrap_or_default(),
@@ -311,12 +314,21 @@ impl Rules {
             legal: spec.legal,
             custom: CustomRules::new(spec.custom),
             rate,
+            redis: spec.redis,
         }
     }
 
     /// Tracked rate-limit keys across all rules.
     pub(crate) fn rate_limit_keys(&self) -> usize {
         self.rate.iter().map(|r| r.limiter.keys()).sum()
+    }
+
+    /// Across all rules: open keys evicted for new ones, and new keys counted in a sketch.
+    pub(crate) fn rate_limit_pressure(&self) -> (u64, u64) {
+        self.rate.iter().fold((0, 0), |(e, s), r| {
+            let (e2, s2) = r.limiter.pressure();
+            (e + e2, s + s2)
+        })
     }
 }
 

@@ -13,6 +13,7 @@ use crate::decision::{Decision, Verdict};
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::{Cx, Filter};
 use crate::file::PolicyFile;
+use crate::fleet::{FleetRule, RedisConfig};
 use crate::ratelimit::{DEFAULT_MAX_KEYS, Limiter, Outcome, retry_secs};
 
 /// What a rate limit counts by.
@@ -40,6 +41,7 @@ pub(crate) struct RateSpec {
     limit: u32,
     mitigation: Duration,
     max_keys: usize,
+    fleet: bool,
     fingerprint: String,
 }
 
@@ -50,6 +52,8 @@ pub(crate) struct RateRule {
     filter: Option<Filter>,
     characteristics: Vec<Characteristic>,
     pub(crate) limiter: Arc<Limiter>,
+    /// Set for `scope = "fleet"`: counted in Redis, `limiter` only for the local fallback.
+    fleet: Option<Arc<FleetRule>>,
 }
 
 /// Checks `[[rate_limit]]` entries.
@@ -123,6 +127,32 @@ pub(super) fn validate(
                 }
             },
         };
+        let fleet = match &r.scope {
+            None => false,
+            Some(s) => match s.get_ref().trim() {
+                "instance" => false,
+                "fleet" => {
+                    if spec.redis.is_none() {
+                        d.at_with_hint(
+                            ProblemKind::Invalid,
+                            sp(s),
+                            "a fleet-scope rule needs a `[redis]` section",
+                            Some("add `[redis]` with `url = \"redis://127.0.0.1:6379\"`, or use scope = \"instance\"".into()),
+                        );
+                    }
+                    true
+                }
+                other => {
+                    d.at_with_hint(
+                        ProblemKind::Invalid,
+                        sp(s),
+                        format!("unknown scope `{other}`"),
+                        Some("scope is \"instance\" (this process counts alone, the default) or \"fleet\" (shared in Redis)".into()),
+                    );
+                    false
+                }
+            },
+        };
         let fingerprint = format!(
             "{id}\u{0}{:?}\u{0}{characteristics:?}\u{0}{period:?}\u{0}{limit}\u{0}{mitigation:?}\u{0}{max_keys}",
             r.expression.as_ref().map(|e| e.get_ref().as_str()),
@@ -135,6 +165,7 @@ pub(super) fn validate(
             limit,
             mitigation,
             max_keys,
+            fleet,
             fingerprint,
         });
     }
@@ -162,7 +193,11 @@ fn characteristic(s: &str) -> Result<Characteristic, String> {
 impl RateRule {
     /// This rule for `spec`, with the counters of the matching rule in `previous` if its
     /// definition did not change.
-    pub(super) fn build(spec: RateSpec, previous: &[RateRule]) -> RateRule {
+    pub(super) fn build(
+        spec: RateSpec,
+        previous: &[RateRule],
+        redis: Option<&RedisConfig>,
+    ) -> RateRule {
         let limiter = previous
             .iter()
             .find(|p| p.limiter.fingerprint == spec.fingerprint)
@@ -173,14 +208,34 @@ impl RateRule {
                     spec.limit,
                     spec.mitigation,
                     spec.max_keys,
-                    spec.fingerprint,
+                    spec.fingerprint.clone(),
                 ))
             });
+        let fleet = match (spec.fleet, redis) {
+            (true, Some(redis)) => Some(
+                previous
+                    .iter()
+                    .filter_map(|p| p.fleet.as_ref())
+                    .find(|f| Arc::ptr_eq(&f.local, &limiter) && f.prefix() == redis.key_prefix)
+                    .map(Arc::clone)
+                    .unwrap_or_else(|| {
+                        Arc::new(FleetRule::new(
+                            spec.id.clone(),
+                            &redis.key_prefix,
+                            &spec.fingerprint,
+                            spec.max_keys,
+                            Arc::clone(&limiter),
+                        ))
+                    }),
+            ),
+            _ => None,
+        };
         RateRule {
             id: spec.id,
             filter: spec.filter,
             characteristics: spec.characteristics,
             limiter,
+            fleet,
         }
     }
 }
@@ -197,20 +252,22 @@ pub(crate) fn check(
         if r.filter.as_ref().is_some_and(|f| !f.matches(cx)) {
             continue;
         }
-        let mut h = r.limiter.key_hasher();
-        for c in &r.characteristics {
-            match c {
-                Characteristic::Ip => match cx.client_ip {
-                    std::net::IpAddr::V4(v4) => h.write(&v4.octets()),
-                    std::net::IpAddr::V6(v6) => h.write(&v6.octets()),
-                },
-                Characteristic::Host => h.write(cx.host.as_bytes()),
-                Characteristic::Path => h.write(cx.path.as_bytes()),
-                Characteristic::Header(name) => h.write(cx.header(name).as_bytes()),
+        if let Some(fleet) = &r.fleet {
+            // Shared key: the same on every instance (no per-process seed).
+            let mut bytes = Vec::new();
+            key_bytes(&r.characteristics, cx, |b| bytes.extend_from_slice(b));
+            match fleet.check(crate::fleet::digest(&bytes), now) {
+                Ok(check) => decision.fleet.push(check),
+                Err(verdict) => {
+                    decision.verdict = verdict;
+                    decision.rule_id = Some(r.id.clone());
+                    return ControlFlow::Break(());
+                }
             }
-            // A separator so that ("ab","c") and ("a","bc") differ.
-            h.write_u8(0xff);
+            continue;
         }
+        let mut h = r.limiter.key_hasher();
+        key_bytes(&r.characteristics, cx, |b| h.write(b));
         if let Outcome::Limited(wait) = r.limiter.hit(h.finish(), now) {
             decision.verdict = Verdict::Refuse {
                 code: Code::RATE_LIMITED,
@@ -221,4 +278,21 @@ pub(crate) fn check(
         }
     }
     ControlFlow::Continue(())
+}
+
+/// Feeds the key of a request, the characteristics' values each followed by a separator (so
+/// that ("ab","c") and ("a","bc") differ), to `out`.
+fn key_bytes(characteristics: &[Characteristic], cx: &Cx<'_>, mut out: impl FnMut(&[u8])) {
+    for c in characteristics {
+        match c {
+            Characteristic::Ip => match cx.client_ip {
+                std::net::IpAddr::V4(v4) => out(&v4.octets()),
+                std::net::IpAddr::V6(v6) => out(&v6.octets()),
+            },
+            Characteristic::Host => out(cx.host.as_bytes()),
+            Characteristic::Path => out(cx.path.as_bytes()),
+            Characteristic::Header(name) => out(cx.header(name).as_bytes()),
+        }
+        out(&[0xff]);
+    }
 }

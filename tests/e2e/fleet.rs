@@ -1,0 +1,406 @@
+//! Fleet-scope rate limits through the real binary: three `signpost` processes share one real
+//! `redis-server` (started here), and a client spreads its requests over them.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crate::support::*;
+
+/// A `redis-server` on a loopback port, killed when dropped. `None` when the binary is not
+/// installed (a loud skip, or a failure under `SIGNPOST_NO_SKIP=1`).
+struct Redis {
+    port: u16,
+    child: Option<Child>,
+    _dir: Scratch,
+}
+
+impl Redis {
+    fn start() -> Option<Redis> {
+        if Command::new("redis-server")
+            .arg("--version")
+            .output()
+            .is_err()
+        {
+            assert!(
+                std::env::var_os("SIGNPOST_NO_SKIP").is_none(),
+                "SIGNPOST_NO_SKIP is set but redis-server is not installed"
+            );
+            eprintln!(
+                "skipped: redis-server is not installed (SIGNPOST_NO_SKIP=1 makes this fail)"
+            );
+            return None;
+        }
+        let mut redis = Redis {
+            port: free_port(),
+            child: None,
+            _dir: Scratch::new("redis"),
+        };
+        redis.spawn();
+        Some(redis)
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(["--enable-debug-command", "local"])
+            .arg("--dir")
+            .arg(&self._dir.0)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.try_command("PING").is_some_and(|r| r.contains("PONG")) {
+                return;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server did not answer on port {}", self.port);
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+
+    /// One inline command; the reply's text (a bulk reply's payload).
+    fn try_command(&self, cmd: &str) -> Option<String> {
+        let addr: SocketAddr = format!("127.0.0.1:{}", self.port).parse().ok()?;
+        let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        s.write_all(format!("{cmd}\r\n").as_bytes()).ok()?;
+        let mut r = BufReader::new(s);
+        let mut first = String::new();
+        r.read_line(&mut first).ok()?;
+        if let Some(len) = first.strip_prefix('$') {
+            let len: usize = len.trim().parse().ok()?;
+            let mut body = vec![0; len];
+            r.read_exact(&mut body).ok()?;
+            return String::from_utf8(body).ok();
+        }
+        Some(first)
+    }
+
+    /// A numeric field of `INFO <section>`.
+    fn info(&self, section: &str, field: &str) -> u64 {
+        let info = self.try_command(&format!("INFO {section}")).expect("INFO");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&format!("{field}:")))
+            .and_then(|n| n.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no {field} in INFO {section}"))
+    }
+
+    /// `calls` and `failed_calls` of one command in `INFO commandstats`.
+    fn calls(&self, command: &str) -> (u64, u64) {
+        let info = self.try_command("INFO commandstats").expect("INFO");
+        let Some(line) = info
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:")))
+        else {
+            return (0, 0);
+        };
+        let field = |name: &str| {
+            line.split(',')
+                .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                .and_then(|n| n.trim().parse().ok())
+                .unwrap_or(0)
+        };
+        (field("calls"), field("failed_calls"))
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+const RULE: &str = r#"
+[[rate_limit]]
+id = "shared"
+scope = "fleet"
+characteristics = ['http.request.headers["x-key"]']
+period = "10s"
+requests_per_period = 50
+"#;
+
+/// Three edges with the same policy, in front of one origin.
+fn fleet(redis: &Redis, origin: &EchoOrigin, timeout: &str) -> Vec<Edge> {
+    let top = format!(
+        "[redis]\nurl = \"{}\"\ntimeout = \"{timeout}\"\nkey_prefix = \"e2e:\"\n{RULE}",
+        redis.url()
+    );
+    let o = origin.addr.to_string();
+    (0..3)
+        .map(|i| {
+            Edge::start(
+                &format!("fleet-{i}"),
+                |l, a| policy(l, a, &o, &top, ""),
+                &[],
+            )
+        })
+        .collect()
+}
+
+/// One answer: edge index, status, Retry-After, when the request was sent and answered.
+type Answer = (usize, u16, Option<u64>, Instant, Instant);
+
+/// `n` requests with key `key`, round-robin over the edges, one at a time.
+fn spread(edges: &[Edge], key: &str, n: usize) -> Vec<Answer> {
+    let clients: Vec<_> = edges.iter().map(client).collect();
+    (0..n)
+        .map(|i| {
+            let e = i % edges.len();
+            let sent = Instant::now();
+            let r = clients[e]
+                .get(edges[e].url("/"))
+                .header("x-key", key)
+                .send()
+                .unwrap_or_else(|err| panic!("request {i} to edge {e} failed: {err}"));
+            let retry = r
+                .headers()
+                .get("retry-after")
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.parse().ok());
+            (e, r.status().as_u16(), retry, sent, Instant::now())
+        })
+        .collect()
+}
+
+fn metric_sum(edges: &[Edge], name: &str, labels: &[(&str, &str)]) -> f64 {
+    edges
+        .iter()
+        .map(|e| metric(&admin_get(e, "/metrics").1, name, labels).unwrap_or(0.0))
+        .sum()
+}
+
+/// Exactly `limit` of 300 pass, every refusal's Retry-After agrees with the shared window (which
+/// started at the first request) within a second, and Redis was called once per counted request.
+fn assert_shared_count(redis: &Redis, edges: &[Edge], key: &str) {
+    let evalsha = redis.calls("evalsha");
+    let answers = spread(edges, key, 300);
+    let passed = answers.iter().filter(|a| a.1 == 200).count();
+    let refused = answers.iter().filter(|a| a.1 == 429).count();
+    assert_eq!((passed, refused), (50, 250), "key {key}");
+    // The shared window started while the first request was in flight; a refusal's wait was
+    // computed while it was in flight. Retry-After is that wait rounded up to whole seconds.
+    let (first_sent, first_done) = (answers[0].3, answers[0].4);
+    let period = Duration::from_secs(10);
+    for (e, _, retry, sent, done) in answers.iter().filter(|a| a.1 == 429) {
+        let retry = retry.expect("a refusal carries Retry-After");
+        let least = (first_sent + period).saturating_duration_since(*done);
+        let most = (first_done + period).saturating_duration_since(*sent);
+        assert!(
+            retry as f64 >= least.as_secs_f64() && retry as f64 <= most.as_secs_f64() + 1.0,
+            "edge {e}: Retry-After {retry} but the shared window ends in {least:?}..{most:?}"
+        );
+    }
+    let start = first_sent;
+    // One call per counted request: the 50 allowed, plus the first refusal on each edge; the
+    // other refusals are answered from each edge's cache, without Redis. A fresh Redis answers
+    // an edge's first EVALSHA with NOSCRIPT (failed, then SCRIPT LOAD and EVALSHA again).
+    let (calls, failed) = redis.calls("evalsha");
+    let (calls, failed) = (calls - evalsha.0, failed - evalsha.1);
+    assert_eq!(calls - failed, 50 + 3, "EVALSHA calls that ran, key {key}");
+    assert!(
+        failed <= 3,
+        "{failed} EVALSHA failed (NOSCRIPT at most once per edge)"
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(9),
+        "the 300 requests must fit in the window"
+    );
+}
+
+#[test]
+fn three_edges_share_one_count_and_survive_redis_going_away() {
+    let Some(mut redis) = Redis::start() else {
+        return;
+    };
+    let origin = EchoOrigin::start();
+    let edges = fleet(&redis, &origin, "100ms");
+
+    // 1. Shared counting, and the Redis calls it costs.
+    assert_shared_count(&redis, &edges, "a");
+    assert_eq!(
+        metric_sum(
+            &edges,
+            "signpost_fleet_calls_total",
+            &[("outcome", "allowed")]
+        ),
+        50.0
+    );
+    assert_eq!(
+        metric_sum(
+            &edges,
+            "signpost_fleet_calls_total",
+            &[("outcome", "refused")]
+        ),
+        3.0
+    );
+
+    // 2. Redis dies: no request fails; every edge counts locally (on_error = "local").
+    redis.kill();
+    let answers = spread(&edges, "b", 30);
+    assert!(
+        answers.iter().all(|a| a.1 == 200),
+        "statuses with Redis down: {:?}",
+        answers.iter().map(|a| a.1).collect::<Vec<_>>()
+    );
+    for (i, e) in edges.iter().enumerate() {
+        let text = admin_get(e, "/metrics").1;
+        let fallbacks = metric(
+            &text,
+            "signpost_fleet_fallbacks_total",
+            &[("action", "local")],
+        )
+        .unwrap_or(0.0);
+        assert_eq!(
+            fallbacks, 10.0,
+            "edge {i} fell back for each of its requests"
+        );
+    }
+    // Local fallback still limits: 50 per edge, so the 51st request on one edge is refused.
+    let http = client(&edges[0]);
+    let mut statuses = Vec::new();
+    for _ in 0..51 {
+        let r = http
+            .get(edges[0].url("/"))
+            .header("x-key", "c")
+            .send()
+            .unwrap();
+        statuses.push(r.status().as_u16());
+    }
+    assert_eq!(statuses.iter().filter(|&&s| s == 200).count(), 50);
+    assert_eq!(statuses.last(), Some(&429));
+
+    // 3. Redis comes back (empty: no script, no counters): shared counting resumes by itself,
+    //    with no restart of the edges.
+    redis.spawn();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let http: Vec<_> = edges.iter().map(client).collect();
+    let mut back = [false; 3];
+    while !back.iter().all(|b| *b) {
+        assert!(
+            Instant::now() < deadline,
+            "shared counting did not resume: {back:?}"
+        );
+        for (i, e) in edges.iter().enumerate() {
+            let before = metric(
+                &admin_get(e, "/metrics").1,
+                "signpost_fleet_calls_total",
+                &[("outcome", "allowed")],
+            )
+            .unwrap_or(0.0);
+            let _ = http[i].get(e.url("/")).header("x-key", "probe").send();
+            let after = metric(
+                &admin_get(e, "/metrics").1,
+                "signpost_fleet_calls_total",
+                &[("outcome", "allowed")],
+            )
+            .unwrap_or(0.0);
+            back[i] = back[i] || after > before;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    assert_shared_count(&redis, &edges, "d");
+
+    // 4. A reload with the same [redis] keeps the connection: Redis sees no new client.
+    let connections = redis.info("stats", "total_connections_received");
+    for e in &edges {
+        e.signal("HUP");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric_sum(
+        &edges,
+        "signpost_policy_reloads_total",
+        &[("outcome", "ok")],
+    ) < 3.0
+    {
+        assert!(Instant::now() < deadline, "the edges did not reload");
+        thread::sleep(Duration::from_millis(50));
+    }
+    let answers = spread(&edges, "e", 6);
+    assert!(answers.iter().all(|a| a.1 == 200));
+    assert_eq!(
+        redis.info("stats", "total_connections_received"),
+        connections + 1, // this call's own connection
+        "a reload opened no new Redis connection"
+    );
+
+    // Errors were logged, at a bounded rate: Redis was down for a few seconds, so at most a
+    // couple of lines per edge, however many requests fell back.
+    for (i, e) in edges.iter().enumerate() {
+        let lines = e.log().matches("Redis did not count").count();
+        assert!(
+            (1..=3).contains(&lines),
+            "edge {i} logged {lines} fallback lines"
+        );
+    }
+    assert!(origin.received() > 0);
+}
+
+#[test]
+fn a_slow_redis_costs_at_most_the_timeout() {
+    let Some(redis) = Redis::start() else {
+        return;
+    };
+    let origin = EchoOrigin::start();
+    let top = format!(
+        "[redis]\nurl = \"{}\"\ntimeout = \"50ms\"\non_error = \"allow\"\n{RULE}",
+        redis.url()
+    );
+    let o = origin.addr.to_string();
+    let edge = Edge::start("fleet-slow", |l, a| policy(l, a, &o, &top, ""), &[]);
+    // Warm: the connection is up and the script loaded.
+    assert_eq!(spread(std::slice::from_ref(&edge), "warm", 1)[0].1, 200);
+    // Redis stops answering for 1.5 s.
+    let port = redis.port;
+    let sleeper = thread::spawn(move || {
+        let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all(b"DEBUG SLEEP 1.5\r\n").unwrap();
+        let mut buf = [0; 16];
+        let _ = s.read(&mut buf);
+    });
+    thread::sleep(Duration::from_millis(100));
+    let answers = spread(std::slice::from_ref(&edge), "slow", 5);
+    for (_, status, _, sent, done) in &answers {
+        assert_eq!(*status, 200, "on_error = allow lets it through");
+        assert!(
+            *done - *sent < Duration::from_millis(500),
+            "a request waited {:?} for a stalled Redis",
+            *done - *sent
+        );
+    }
+    sleeper.join().unwrap();
+    let text = admin_get(&edge, "/metrics").1;
+    assert_eq!(
+        metric(
+            &text,
+            "signpost_fleet_fallbacks_total",
+            &[("cause", "timeout"), ("action", "allow")]
+        ),
+        Some(5.0)
+    );
+    assert_eq!(
+        metric(
+            &text,
+            "signpost_fleet_calls_total",
+            &[("outcome", "timeout")]
+        ),
+        Some(5.0)
+    );
+    assert!(metric(&text, "signpost_fleet_call_seconds_count", &[]).unwrap_or(0.0) >= 1.0);
+}
