@@ -29,6 +29,11 @@ struct ZoneLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabel {
+    event: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
     outcome: &'static str,
 }
@@ -39,6 +44,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     upstream_latency: Family<ZoneLabel, Histogram>,
     reloads: Family<OutcomeLabel, Counter>,
+    connection_events: Family<EventLabel, Counter>,
     rate_limit_keys: Gauge<i64, std::sync::atomic::AtomicI64>,
     policy_generation: Gauge<u64, AtomicU64>,
     /// The zone label of requests no zone served.
@@ -69,6 +75,13 @@ impl Metrics {
             "Policy reloads by outcome (ok, rejected)",
             reloads.clone(),
         );
+        let connection_events = Family::<EventLabel, Counter>::default();
+        registry.register(
+            "connection_events",
+            "Clients cut or refused at the connection level: header_timeout, body_timeout, \
+             malformed, too_many_connections",
+            connection_events.clone(),
+        );
         let rate_limit_keys = Gauge::default();
         registry.register(
             "rate_limit_keys",
@@ -86,6 +99,7 @@ impl Metrics {
             requests,
             upstream_latency,
             reloads,
+            connection_events,
             rate_limit_keys,
             policy_generation,
             no_zone: Arc::from("-"),
@@ -130,6 +144,14 @@ impl Metrics {
         if ok {
             self.policy_generation.inc();
         }
+    }
+
+    /// Counts one connection-level event; `event` is one of a fixed set of names, so the family
+    /// stays bounded.
+    pub fn observe_connection_event(&self, event: &'static str) {
+        self.connection_events
+            .get_or_create(&EventLabel { event })
+            .inc();
     }
 
     pub fn observe_policy_loaded(&self) {

@@ -57,6 +57,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let edge = Edge::new(policy.clone(), args.origin, metrics.clone());
     let mut proxy =
         pingora::proxy::http_proxy_service_with_name(&server.configuration, edge, "signpost edge");
+    if let Some(app) = proxy.app_logic_mut() {
+        // CONNECT reaches `request_filter`, which answers it with a negotiated 405 problem
+        // instead of Pingora's bare one; it is never tunnelled.
+        let mut options = pingora::apps::HttpServerOptions::default();
+        options.allow_connect_method_proxying = true;
+        app.server_options = Some(options);
+    }
     for Listener { addr, tls } in &listeners {
         match tls {
             None => proxy.add_tcp(addr),

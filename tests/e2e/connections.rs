@@ -1,0 +1,276 @@
+//! Connections and requests the edge cannot accept, over raw sockets against the real binary:
+//! deadlines, pipelining, CONNECT/TRACE, bodies that cannot be parsed or are too large.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::*;
+
+const JSON: &str = "Accept: application/json\r\n";
+
+/// Reads until the peer closes the connection (or `within` passes); returns what arrived and
+/// whether it was closed.
+fn read_to_close(stream: &mut TcpStream, within: Duration) -> (Vec<u8>, bool) {
+    let deadline = Instant::now() + within;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return (out, false);
+        }
+        stream.set_read_timeout(Some(left)).unwrap();
+        match stream.read(&mut buf) {
+            Ok(0) => return (out, true),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (out, true),
+            Err(_) => return (out, false),
+        }
+    }
+}
+
+/// A problem answer in JSON: status, code, non-retryable, with a ray id in header and body.
+fn assert_json_problem(resp: &RawResponse, status: u16) -> Value {
+    assert_eq!(
+        resp.status,
+        status,
+        "{}",
+        String::from_utf8_lossy(&resp.body)
+    );
+    assert!(
+        resp.header("content-type")
+            .is_some_and(|t| t.starts_with("application/json")),
+        "{:?}",
+        resp.headers
+    );
+    let body: Value = serde_json::from_slice(&resp.body).expect("a JSON problem");
+    assert_eq!(body["status"], status);
+    assert_eq!(body["error_code"], status);
+    assert_eq!(body["retryable"], false);
+    let ray = resp.header("cf-ray").expect("a ray id header");
+    assert_eq!(body["ray_id"], ray);
+    assert!(
+        body["what_you_should_do"]
+            .as_str()
+            .unwrap()
+            .starts_with("**Do not retry"),
+        "{body}"
+    );
+    body
+}
+
+fn connect(edge: &Edge) -> TcpStream {
+    TcpStream::connect(edge.addr).unwrap()
+}
+
+#[test]
+fn trace_and_track_are_refused_and_never_forwarded() {
+    let (origin, edge) = echo_edge("conn-trace", "", "", &[]);
+    for method in ["TRACE", "TRACK"] {
+        let mut s = connect(&edge);
+        let req = format!(
+            "{method} / HTTP/1.1\r\nHost: example.com\r\nCookie: session=secret\r\n{JSON}\r\n"
+        );
+        let resp = raw_exchange(&mut s, req.as_bytes());
+        let body = assert_json_problem(&resp, 405);
+        assert_eq!(body["error_name"], "method_not_allowed");
+        // The connection stays usable: the next request is proxied.
+        let next = raw_exchange(&mut s, b"GET /after HTTP/1.1\r\nHost: example.com\r\n\r\n");
+        assert_eq!(next.status, 200);
+    }
+    assert_eq!(origin.received(), 2, "only the two GETs reached the origin");
+}
+
+#[test]
+fn a_zone_can_allow_trace() {
+    let (origin, edge) = echo_edge("conn-trace-allowed", "", "allow_trace = true", &[]);
+    let mut s = connect(&edge);
+    let resp = raw_exchange(&mut s, b"TRACE / HTTP/1.1\r\nHost: example.com\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    assert_eq!(origin.received(), 1);
+}
+
+#[test]
+fn connect_gets_a_negotiated_problem() {
+    let (origin, edge) = echo_edge("conn-connect", "", "", &[]);
+    let mut s = connect(&edge);
+    let resp = raw_exchange(
+        &mut s,
+        format!("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n{JSON}\r\n")
+            .as_bytes(),
+    );
+    assert_json_problem(&resp, 405);
+    assert_eq!(resp.header("connection"), Some("close"));
+    // Without an Accept, the contract's default: HTML.
+    let mut s = connect(&edge);
+    let resp = raw_exchange(
+        &mut s,
+        b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+    );
+    assert_eq!(resp.status, 405);
+    assert!(
+        resp.header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(resp.header("cf-ray").is_some());
+    assert_eq!(origin.received(), 0);
+}
+
+#[test]
+fn a_bad_chunked_body_is_400_not_retryable() {
+    let (origin, edge) = echo_edge("conn-bad-chunk", "", "", &[]);
+    for chunk in ["zz", "-5", "fffffffffffffffffffffff"] {
+        let mut s = connect(&edge);
+        let req = format!(
+            "POST /upload HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n{JSON}\r\n\
+             {chunk}\r\nhello\r\n0\r\n\r\n"
+        );
+        let resp = raw_exchange(&mut s, req.as_bytes());
+        let body = assert_json_problem(&resp, 400);
+        assert_eq!(body["error_name"], "bad_request", "chunk size {chunk}");
+        assert!(body.get("retry_after").is_none());
+    }
+    assert_eq!(
+        origin.received(),
+        0,
+        "the origin saw a request with a bad body"
+    );
+    let metrics = reqwest::blocking::get(format!("http://{}/metrics", edge.admin))
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains(r#"status="400",error_code="400""#),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn bodies_over_the_zone_limit_are_413() {
+    let (origin, edge) = echo_edge("conn-413", "", "max_body_size = \"1KiB\"", &[]);
+    // Declared up front: refused before a byte of the body is read.
+    let mut s = connect(&edge);
+    let req = format!("POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 5000\r\n{JSON}\r\n");
+    let resp = raw_exchange(&mut s, req.as_bytes());
+    assert_json_problem(&resp, 413);
+    assert_eq!(resp.header("connection"), Some("close"));
+    // Chunked: counted as it streams.
+    let mut s = connect(&edge);
+    let chunk = "x".repeat(600);
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n{JSON}\r\n\
+         258\r\n{chunk}\r\n258\r\n{chunk}\r\n0\r\n\r\n"
+    );
+    let resp = raw_exchange(&mut s, req.as_bytes());
+    assert_json_problem(&resp, 413);
+    // At the limit: proxied.
+    let mut s = connect(&edge);
+    let body = "y".repeat(1024);
+    let req = format!("POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 1024\r\n\r\n{body}");
+    let resp = raw_exchange(&mut s, req.as_bytes());
+    assert_eq!(resp.status, 200);
+    let _ = origin;
+}
+
+#[test]
+fn an_idle_keepalive_connection_is_closed_within_its_timeout() {
+    let (_origin, edge) = echo_edge("conn-idle", "[connections]\nidle_timeout = \"2s\"", "", &[]);
+    let mut s = connect(&edge);
+    let resp = raw_exchange(&mut s, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    let idle_from = Instant::now();
+    let (rest, closed) = read_to_close(&mut s, Duration::from_secs(10));
+    let held = idle_from.elapsed();
+    assert!(closed, "an idle connection was still open after 10 s");
+    assert!(rest.is_empty(), "nothing is sent on an idle close");
+    assert!(
+        held >= Duration::from_millis(1500) && held <= Duration::from_secs(3),
+        "closed after {held:?}, want 2 s (+1 s)"
+    );
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let top = "[[custom_rule]]\nid = \"no-admin\"\naction = \"block\"\n\
+               expression = 'http.request.uri.path eq \"/admin\"'";
+    let (origin, edge) = echo_edge("conn-pipeline", top, "", &[]);
+    let mut s = connect(&edge);
+    // Proxied, refused by the policy (1020), the error page (404 of the catalog), proxied again.
+    let batch = "GET /one HTTP/1.1\r\nHost: example.com\r\n\r\n\
+                 GET /admin HTTP/1.1\r\nHost: example.com\r\nAccept: application/json\r\n\r\n\
+                 POST /two HTTP/1.1\r\nHost: example.com\r\nContent-Length: 3\r\n\r\nabc\
+                 GET /cdn-cgi/error/9999 HTTP/1.1\r\nHost: example.com\r\n\r\n\
+                 GET /three HTTP/1.1\r\nHost: example.com\r\n\r\n";
+    s.write_all(batch.as_bytes()).unwrap();
+    let first = raw_exchange(&mut s, b"");
+    assert_eq!(first.status, 200);
+    let echo: Value = serde_json::from_slice(&first.body).unwrap();
+    assert_eq!(echo["path"], "/one");
+    let second = raw_exchange(&mut s, b"");
+    let problem = assert_json_problem_any(&second, 403);
+    assert_eq!(problem["error_code"], 1020);
+    let third = raw_exchange(&mut s, b"");
+    let echo: Value = serde_json::from_slice(&third.body).unwrap();
+    assert_eq!(
+        (echo["path"].as_str(), echo["body"].as_str()),
+        (Some("/two"), Some("abc"))
+    );
+    let fourth = raw_exchange(&mut s, b"");
+    assert_eq!(fourth.status, 404);
+    let fifth = raw_exchange(&mut s, b"");
+    let echo: Value = serde_json::from_slice(&fifth.body).unwrap();
+    assert_eq!(echo["path"], "/three");
+    assert_eq!(origin.received(), 3);
+}
+
+/// A JSON problem of any code with this status.
+fn assert_json_problem_any(resp: &RawResponse, status: u16) -> Value {
+    assert_eq!(
+        resp.status,
+        status,
+        "{}",
+        String::from_utf8_lossy(&resp.body)
+    );
+    serde_json::from_slice(&resp.body).expect("a JSON problem")
+}
+
+#[test]
+fn a_long_url_is_414_and_huge_headers_431() {
+    let (origin, edge) = echo_edge("conn-414", "", "", &[]);
+    let mut s = connect(&edge);
+    let long = "a".repeat(20 * 1024);
+    let resp = raw_exchange(
+        &mut s,
+        format!("GET /{long} HTTP/1.1\r\nHost: example.com\r\n{JSON}\r\n").as_bytes(),
+    );
+    assert_json_problem(&resp, 414);
+    let mut s = connect(&edge);
+    let cookie = "c".repeat(40 * 1024);
+    let resp = raw_exchange(
+        &mut s,
+        format!("GET / HTTP/1.1\r\nHost: example.com\r\nCookie: {cookie}\r\n{JSON}\r\n").as_bytes(),
+    );
+    assert_json_problem(&resp, 431);
+    assert_eq!(origin.received(), 0);
+}
+
+#[test]
+fn a_good_chunked_body_reaches_the_origin_whole() {
+    let (origin, edge) = echo_edge("conn-good-chunk", "", "", &[]);
+    let mut s = connect(&edge);
+    // The first chunk arrives with the head (pre-read and replayed), the rest later (streamed).
+    s.write_all(
+        b"POST /up HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let resp = raw_exchange(&mut s, b"7\r\n, world\r\n0\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    let echo: Value = serde_json::from_slice(&resp.body).unwrap();
+    assert_eq!(echo["body"], "hello, world");
+    assert_eq!(origin.received(), 1);
+}
