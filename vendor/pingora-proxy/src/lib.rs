@@ -328,6 +328,7 @@ where
         SV::CTX: Send + Sync,
     {
         // phase 1 read request header
+        downstream_session.set_request_header_timeout(self.inner.request_header_timeout());
 
         let res = tokio::select! {
             biased; // biased select is cheaper, and we don't want to drop already buffered requests
@@ -347,6 +348,19 @@ where
             }
             Err(mut e) => {
                 e.as_down();
+                // signpost patch: the application may answer first.
+                let handled = self
+                    .inner
+                    .request_error_filter(&mut downstream_session, &e)
+                    .await
+                    .unwrap_or_else(|fe| {
+                        debug!("request_error_filter failed: {fe}");
+                        true
+                    });
+                if handled {
+                    downstream_session.shutdown().await;
+                    return None;
+                }
                 if matches!(e.etype, InvalidHTTPHeader) {
                     debug!(
                         "Fail to proxy: {e}, downstream session type: {}",

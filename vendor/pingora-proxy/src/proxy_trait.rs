@@ -106,6 +106,28 @@ pub trait ProxyHttp {
         Ok(false)
     }
 
+    /// signpost patch: the deadline for a whole HTTP/1 request header, from its first byte
+    /// (from the start of the connection for its first request), asked once per request.
+    /// `None` (the default) keeps Pingora's per-read timeouts only.
+    fn request_header_timeout(&self) -> Option<Duration> {
+        None
+    }
+
+    /// signpost patch: called when a request header could not be read: it is malformed, over
+    /// Pingora's limits, or missed [Self::request_header_timeout]. No request context exists
+    /// yet. `session.unparsed_request_head()` holds what arrived.
+    ///
+    /// Return `Ok(true)` when this filter answered (or chose to close silently); `Ok(false)`
+    /// keeps Pingora's own handling (a bare 400 for an invalid header). The connection is
+    /// closed afterwards either way. An `Err` is treated as `Ok(true)`.
+    async fn request_error_filter(
+        &self,
+        _session: &mut pingora_core::protocols::http::ServerSession,
+        _error: &Error,
+    ) -> Result<bool> {
+        Ok(false)
+    }
+
     /// Handle the incoming request before any downstream module is executed.
     ///
     /// This function is similar to [Self::request_filter()] but executes before any other logic,

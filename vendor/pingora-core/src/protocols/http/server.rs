@@ -607,6 +607,24 @@ impl Session {
     }
 
     /// Send error response to client using a pre-generated error message and custom body.
+    /// signpost patch: sets the deadline for a whole HTTP/1 request header, from its first
+    /// byte (from the start of the connection for its first request). No effect on HTTP/2,
+    /// whose headers arrive in frames the h2 crate bounds.
+    pub fn set_request_header_timeout(&mut self, timeout: Option<Duration>) {
+        if let Self::H1(s) = self {
+            s.set_request_header_timeout(timeout);
+        }
+    }
+
+    /// signpost patch: what arrived of an HTTP/1 request header that `read_request` could not
+    /// read; empty otherwise.
+    pub fn unparsed_request_head(&self) -> &[u8] {
+        match self {
+            Self::H1(s) => s.unparsed_request_head(),
+            _ => &[],
+        }
+    }
+
     pub async fn respond_error_with_body(&mut self, error: u16, body: Bytes) -> Result<()> {
         let mut resp = Self::generate_error(error);
         if !body.is_empty() {

@@ -158,6 +158,12 @@ pub struct HttpSession {
     /// [`super::super::HttpPersistentSettings`] into the next session.
     /// Scoped narrowly so it cannot affect FIN / `abort_on_close` semantics.
     pipelined_idle_bytes_stashed: bool,
+    /// signpost patch: the deadline for a whole request header, from its first byte (from the
+    /// start of the connection for its first request). `None`: only the per-read timeouts.
+    request_header_timeout: Option<Duration>,
+    /// signpost patch: what arrived of a request header that [`Self::read_request`] failed to
+    /// read, for the application's error answer. At most `MAX_HEADER_SIZE` plus one read.
+    unparsed_request_head: Option<Bytes>,
 }
 
 impl HttpSession {
@@ -206,7 +212,21 @@ impl HttpSession {
             pipelining_enabled: false,
             pipelined_prefix: None,
             pipelined_idle_bytes_stashed: false,
+            request_header_timeout: None,
+            unparsed_request_head: None,
         }
+    }
+
+    /// signpost patch: sets the deadline for a whole request header (see
+    /// `request_header_timeout`). Reading past it fails with `ReadTimedout`.
+    pub fn set_request_header_timeout(&mut self, timeout: Option<Duration>) {
+        self.request_header_timeout = timeout;
+    }
+
+    /// signpost patch: the bytes of a request header that [`Self::read_request`] could not
+    /// read (empty when it succeeded or nothing arrived).
+    pub fn unparsed_request_head(&self) -> &[u8] {
+        self.unparsed_request_head.as_deref().unwrap_or_default()
     }
 
     async fn read_request_buf(
@@ -276,6 +296,22 @@ impl HttpSession {
     /// Return `Ok(None)` when the client closed the connection without sending any data, which
     /// is common on a reused connection.
     pub async fn read_request(&mut self) -> Result<Option<usize>> {
+        // signpost patch: keep what arrived when the header cannot be read, for the
+        // application's answer (`unparsed_request_head`).
+        let mut buf = BytesMut::new();
+        let result = self.read_request_into(&mut buf).await;
+        if result.is_err() {
+            self.unparsed_request_head = Some(if buf.is_empty() {
+                // Parsed, then refused by `validate_request`: the raw header is in `self.buf`.
+                self.buf.clone()
+            } else {
+                buf.freeze()
+            });
+        }
+        result
+    }
+
+    async fn read_request_into(&mut self, buf: &mut BytesMut) -> Result<Option<usize>> {
         const MAX_ERR_BUF_LEN: usize = 2048;
 
         self.buf.clear();
@@ -296,7 +332,7 @@ impl HttpSession {
         // below tries to parse first when we already have pipelined bytes —
         // a pipelined prefix can contain a complete request header, in which
         // case we must NOT issue another stream read (which would block).
-        let mut buf = self
+        *buf = self
             .pipelined_prefix
             .take()
             .filter(|prefix| !prefix.is_empty())
@@ -304,6 +340,13 @@ impl HttpSession {
         let mut already_read = buf.len();
         let mut skip_next_read = already_read != 0;
         let mut detached_suffix = None;
+        // signpost patch: the whole-header deadline starts now for a connection's first request
+        // (keep-alive is off until a request turned it on) or pipelined bytes, else at the
+        // first byte (the idle keep-alive timeout covers the wait before it).
+        let header_timeout = self.request_header_timeout;
+        let mut deadline = header_timeout
+            .filter(|_| already_read != 0 || matches!(self.keepalive_timeout, KeepaliveStatus::Off))
+            .map(|t| std::time::Instant::now() + t);
         loop {
             if already_read > MAX_HEADER_SIZE {
                 /* NOTE: this check only blocks second read. The first large read is allowed
@@ -323,17 +366,38 @@ impl HttpSession {
             // this request and is waiting for our response).
             if skip_next_read {
                 skip_next_read = false;
-            } else if let Some(n) = self.read_request_buf(&mut buf, already_read).await? {
-                already_read += n;
             } else {
-                return Ok(None);
+                let read = self.read_request_buf(buf, already_read);
+                let read = match deadline {
+                    Some(d) => {
+                        let left = d.saturating_duration_since(std::time::Instant::now());
+                        match timeout(left, read).await {
+                            Ok(res) => res?,
+                            Err(_) => {
+                                return Error::e_explain(
+                                    ReadTimedout,
+                                    format!("request header deadline {header_timeout:?} passed"),
+                                );
+                            }
+                        }
+                    }
+                    None => read.await?,
+                };
+                if let Some(n) = read {
+                    already_read += n;
+                    if deadline.is_none() {
+                        deadline = header_timeout.map(|t| std::time::Instant::now() + t);
+                    }
+                } else {
+                    return Ok(None);
+                }
             }
 
             // Use loop as GOTO to retry escaped request buffer, not a real loop
             loop {
                 let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
                 let mut req = httparse::Request::new(&mut headers);
-                let parsed = parse_req_buffer(&mut req, &buf);
+                let parsed = parse_req_buffer(&mut req, buf);
                 match parsed {
                     HeaderParseState::Complete(s) => {
                         self.raw_header = Some(BufRef(0, s));
@@ -380,7 +444,7 @@ impl HttpSession {
                             }
                             rest
                         };
-                        let buf = buf.freeze();
+                        let buf = std::mem::take(buf).freeze();
 
                         for header in header_refs {
                             let header_name = header.get_name_bytes(&buf);
@@ -449,25 +513,25 @@ impl HttpSession {
                                 }
                             }
                             // try to escape URI
-                            if let Some(new_buf) = escape_illegal_request_line(&buf) {
-                                buf = new_buf;
+                            if let Some(new_buf) = escape_illegal_request_line(buf) {
+                                *buf = new_buf;
                                 already_read = buf.len();
                             } else {
                                 debug!("Invalid request header from {:?}", self.underlying_stream);
-                                buf.truncate(MAX_ERR_BUF_LEN);
+                                let shown = &buf[..buf.len().min(MAX_ERR_BUF_LEN)];
                                 return Error::e_because(
                                     InvalidHTTPHeader,
-                                    format!("buf: {}", buf.escape_ascii()),
+                                    format!("buf: {}", shown.escape_ascii()),
                                     e,
                                 );
                             }
                         }
                         _ => {
                             debug!("Invalid request header from {:?}", self.underlying_stream);
-                            buf.truncate(MAX_ERR_BUF_LEN);
+                            let shown = &buf[..buf.len().min(MAX_ERR_BUF_LEN)];
                             return Error::e_because(
                                 InvalidHTTPHeader,
-                                format!("buf: {:?}", buf.as_bstr()),
+                                format!("buf: {:?}", shown.as_bstr()),
                                 e,
                             );
                         }
