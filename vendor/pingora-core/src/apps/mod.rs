@@ -165,6 +165,10 @@ impl HttpPersistentSettings {
 
         session.set_keepalive(keepalive_timeout);
         session.set_keepalive_reuses_remaining(keepalive_reuses_remaining);
+        // signpost patch: the next request's header deadline starts at its first byte.
+        if let ServerSession::H1(s) = session {
+            s.set_reused();
+        }
 
         // Carry user context into the session for the proxy layer to consume
         session.set_connection_user_context(user_context);

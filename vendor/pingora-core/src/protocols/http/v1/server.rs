@@ -164,6 +164,10 @@ pub struct HttpSession {
     /// signpost patch: what arrived of a request header that [`Self::read_request`] failed to
     /// read, for the application's error answer. At most `MAX_HEADER_SIZE` plus one read.
     unparsed_request_head: Option<Bytes>,
+    /// signpost patch: whether this session continues a kept-alive connection (set by
+    /// `HttpPersistentSettings::apply_to_session`); the header deadline of a connection's
+    /// first request starts with the session, later ones at their first byte.
+    reused: bool,
 }
 
 impl HttpSession {
@@ -214,7 +218,13 @@ impl HttpSession {
             pipelined_idle_bytes_stashed: false,
             request_header_timeout: None,
             unparsed_request_head: None,
+            reused: false,
         }
+    }
+
+    /// signpost patch: marks this session as continuing a kept-alive connection.
+    pub fn set_reused(&mut self) {
+        self.reused = true;
     }
 
     /// signpost patch: sets the deadline for a whole request header (see
@@ -341,11 +351,11 @@ impl HttpSession {
         let mut skip_next_read = already_read != 0;
         let mut detached_suffix = None;
         // signpost patch: the whole-header deadline starts now for a connection's first request
-        // (keep-alive is off until a request turned it on) or pipelined bytes, else at the
-        // first byte (the idle keep-alive timeout covers the wait before it).
+        // or pipelined bytes, else at the first byte (the idle keep-alive timeout covers the
+        // wait before it).
         let header_timeout = self.request_header_timeout;
         let mut deadline = header_timeout
-            .filter(|_| already_read != 0 || matches!(self.keepalive_timeout, KeepaliveStatus::Off))
+            .filter(|_| already_read != 0 || !self.reused)
             .map(|t| std::time::Instant::now() + t);
         loop {
             if already_read > MAX_HEADER_SIZE {
