@@ -206,25 +206,78 @@ fn pipelined_requests_are_answered_in_order() {
                  GET /cdn-cgi/error/9999 HTTP/1.1\r\nHost: example.com\r\n\r\n\
                  GET /three HTTP/1.1\r\nHost: example.com\r\n\r\n";
     s.write_all(batch.as_bytes()).unwrap();
-    let first = raw_exchange(&mut s, b"");
+    let mut responses = read_responses(&mut s, 5).into_iter();
+    let mut next = || responses.next().unwrap();
+    let first = next();
     assert_eq!(first.status, 200);
     let echo: Value = serde_json::from_slice(&first.body).unwrap();
     assert_eq!(echo["path"], "/one");
-    let second = raw_exchange(&mut s, b"");
+    let second = next();
     let problem = assert_json_problem_any(&second, 403);
     assert_eq!(problem["error_code"], 1020);
-    let third = raw_exchange(&mut s, b"");
+    let third = next();
     let echo: Value = serde_json::from_slice(&third.body).unwrap();
     assert_eq!(
         (echo["path"].as_str(), echo["body"].as_str()),
         (Some("/two"), Some("abc"))
     );
-    let fourth = raw_exchange(&mut s, b"");
-    assert_eq!(fourth.status, 404);
-    let fifth = raw_exchange(&mut s, b"");
+    let fourth = next();
+    assert_eq!(
+        fourth.status,
+        404,
+        "{}",
+        String::from_utf8_lossy(&fourth.body)
+    );
+    let fifth = next();
     let echo: Value = serde_json::from_slice(&fifth.body).unwrap();
     assert_eq!(echo["path"], "/three");
     assert_eq!(origin.received(), 3);
+}
+
+/// Reads `n` Content-Length framed responses off one connection, in order (several may arrive
+/// in one read).
+fn read_responses(stream: &mut TcpStream, n: usize) -> Vec<RawResponse> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 8192];
+    while out.len() < n {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut parsed = httparse::Response::new(&mut headers);
+        if let Ok(httparse::Status::Complete(head_len)) = parsed.parse(&buf) {
+            let headers: Vec<(String, String)> = parsed
+                .headers
+                .iter()
+                .map(|h| {
+                    (
+                        h.name.to_string(),
+                        String::from_utf8_lossy(h.value).into_owned(),
+                    )
+                })
+                .collect();
+            let length: usize = headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                .map(|(_, v)| v.parse().unwrap())
+                .expect("a Content-Length");
+            if buf.len() >= head_len + length {
+                out.push(RawResponse {
+                    status: parsed.code.unwrap(),
+                    headers,
+                    body: buf[head_len..head_len + length].to_vec(),
+                });
+                buf.drain(..head_len + length);
+                continue;
+            }
+        }
+        let got = stream.read(&mut chunk).expect("reading responses");
+        assert!(got > 0, "closed after {} of {n} responses", out.len());
+        buf.extend_from_slice(&chunk[..got]);
+    }
+    assert!(buf.is_empty(), "bytes after the last response");
+    out
 }
 
 /// A JSON problem of any code with this status.
@@ -273,4 +326,180 @@ fn a_good_chunked_body_reaches_the_origin_whole() {
     let echo: Value = serde_json::from_slice(&resp.body).unwrap();
     assert_eq!(echo["body"], "hello, world");
     assert_eq!(origin.received(), 1);
+}
+
+/// Sends `request` (ignoring a write cut short by the edge closing first), then reads one
+/// response and expects the connection to close after it.
+fn refused_exchange(edge: &Edge, request: &[u8]) -> RawResponse {
+    let mut s = connect(edge);
+    let mut writer = s.try_clone().unwrap();
+    let request = request.to_vec();
+    let sender = std::thread::spawn(move || {
+        let _ = writer.write_all(&request);
+    });
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(10));
+    let _ = sender.join();
+    assert!(
+        closed,
+        "the connection stays open after an unreadable request"
+    );
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut parsed = httparse::Response::new(&mut headers);
+    let head_len = match parsed.parse(&bytes) {
+        Ok(httparse::Status::Complete(n)) => n,
+        other => panic!(
+            "no whole response ({other:?}): {:?}",
+            String::from_utf8_lossy(&bytes)
+        ),
+    };
+    RawResponse {
+        status: parsed.code.unwrap(),
+        headers: parsed
+            .headers
+            .iter()
+            .map(|h| {
+                (
+                    h.name.to_string(),
+                    String::from_utf8_lossy(h.value).into_owned(),
+                )
+            })
+            .collect(),
+        body: bytes[head_len..].to_vec(),
+    }
+}
+
+#[test]
+fn unreadable_requests_get_the_contract() {
+    let (origin, edge) = echo_edge("conn-malformed", "", "", &[]);
+    let start = "GET / HTTP/1.1\r\nHost: example.com\r\nAccept: application/json\r\n";
+    let many_headers: String = (0..10_000).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let cases: Vec<(&str, String, u16)> = vec![
+        ("no colon", format!("{start}no colon here\r\n\r\n"), 400),
+        (
+            "control character",
+            format!("{start}X-A: a\x01b\r\n\r\n"),
+            400,
+        ),
+        ("obs-fold", format!("{start}X-A: a\r\n folded\r\n\r\n"), 400),
+        (
+            "two Content-Lengths",
+            format!(
+                "POST / HTTP/1.1\r\nHost: example.com\r\n{JSON}Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"
+            ),
+            400,
+        ),
+        (
+            "invalid Content-Length",
+            format!(
+                "POST / HTTP/1.1\r\nHost: example.com\r\n{JSON}Content-Length: 5x\r\n\r\nhello"
+            ),
+            400,
+        ),
+        (
+            "xchunked",
+            format!(
+                "POST / HTTP/1.1\r\nHost: example.com\r\n{JSON}Transfer-Encoding: xchunked\r\n\r\n"
+            ),
+            400,
+        ),
+        (
+            "URL over 64 KiB",
+            format!(
+                "GET /{} HTTP/1.1\r\nHost: example.com\r\nAccept: application/json\r\n\r\n",
+                "a".repeat(70 * 1024)
+            ),
+            414,
+        ),
+        ("10,000 headers", format!("{start}{many_headers}\r\n"), 431),
+        (
+            "1 MB header block",
+            format!("{start}X-Big: {}\r\n\r\n", "b".repeat(1024 * 1024)),
+            431,
+        ),
+    ];
+    for (name, request, status) in &cases {
+        let resp = refused_exchange(&edge, request.as_bytes());
+        assert_eq!(resp.status, *status, "{name}");
+        let body = assert_json_problem(&resp, *status);
+        assert_eq!(body["zone"], "example.com", "{name}");
+        assert_eq!(resp.header("connection"), Some("close"), "{name}");
+    }
+    // Without an Accept line (or before one arrived whole): HTML, the contract's default.
+    for request in [
+        &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
+        b"GET / HTTP/1.1\r\nHost: example.com\r\nbroken\r\n\r\n",
+    ] {
+        let resp = refused_exchange(&edge, request);
+        assert_eq!(resp.status, 400);
+        let content_type = resp.header("content-type").unwrap();
+        assert!(
+            content_type.starts_with("text/html"),
+            "{content_type} for {:?}",
+            String::from_utf8_lossy(request)
+        );
+        assert_eq!(resp.header("cf-ray").map(str::len), Some(16));
+        let html = String::from_utf8(resp.body).unwrap();
+        assert!(html.contains("Error 400"), "{html}");
+    }
+    assert_eq!(origin.received(), 0);
+    let metrics = reqwest::blocking::get(format!("http://{}/metrics", edge.admin))
+        .unwrap()
+        .text()
+        .unwrap();
+    let malformed = metrics
+        .lines()
+        .find(|l| l.starts_with("signpost_connection_events_total{event=\"malformed\"}"))
+        .unwrap_or_else(|| panic!("no malformed counter in\n{metrics}"));
+    assert!(
+        malformed.ends_with(&format!(" {}", cases.len() + 2)),
+        "{malformed}"
+    );
+}
+
+#[test]
+fn a_trickled_header_is_cut_at_the_header_deadline() {
+    let (origin, edge) = echo_edge(
+        "conn-trickle",
+        "[connections]\nheader_timeout = \"2s\"",
+        "",
+        &[],
+    );
+    let mut s = connect(&edge);
+    let started = Instant::now();
+    let mut writer = s.try_clone().unwrap();
+    let trickler = std::thread::spawn(move || {
+        // The Accept line arrives whole in under a second, then a header that never ends.
+        let head = b"GET / HTTP/1.1\r\nAccept: application/json\r\nX-Slow: ";
+        for byte in head.iter().chain(&[b'z'; 400]) {
+            if writer.write_all(&[*byte]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(15));
+    let held = started.elapsed();
+    let _ = trickler.join();
+    assert!(closed, "a trickled header was still held after 15 s");
+    assert!(
+        held >= Duration::from_millis(1800) && held <= Duration::from_secs(3),
+        "cut after {held:?}, want 2 s (+1 s)"
+    );
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        text.contains("\"error_code\":408"),
+        "an Accept line had arrived: {text}"
+    );
+    // A connection that sends nothing at all is closed at the deadline, silently.
+    let mut idle = connect(&edge);
+    let started = Instant::now();
+    let (bytes, closed) = read_to_close(&mut idle, Duration::from_secs(15));
+    assert!(closed && bytes.is_empty(), "{bytes:?}");
+    assert!(
+        started.elapsed() <= Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(origin.received(), 0);
 }

@@ -6,6 +6,7 @@
 mod admin;
 mod commands;
 mod facts;
+mod malformed;
 mod metrics;
 mod origin;
 mod pipeline;

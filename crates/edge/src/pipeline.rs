@@ -52,6 +52,8 @@ pub struct Edge {
     pub metrics: Arc<Metrics>,
     /// Origin names resolved recently, so that a request does not wait for DNS.
     resolver: OriginResolver,
+    /// Bounds the log lines of unreadable requests, so that a flood does not flood the log.
+    unreadable_log: crate::malformed::LogBudget,
 }
 
 /// What one request learned on its way through the pipeline; `logging` reports it.
@@ -141,6 +143,7 @@ impl Edge {
             origin_override,
             metrics,
             resolver: OriginResolver::default(),
+            unreadable_log: Default::default(),
         }
     }
 
@@ -216,6 +219,32 @@ impl Edge {
 #[async_trait]
 impl ProxyHttp for Edge {
     type CTX = RequestCtx;
+
+    /// The policy's whole-header deadline (`[connections] header_timeout`), read per request so
+    /// that a reload changes it.
+    fn request_header_timeout(&self) -> Option<std::time::Duration> {
+        Some(self.policy.load().policy.connections().header_timeout)
+    }
+
+    /// A request header Pingora could not read (malformed, over its limits, past the header
+    /// deadline): answered with the contract's problem (400, 414, 431 or 408), or closed
+    /// silently when nothing of a request arrived.
+    async fn request_error_filter(
+        &self,
+        session: &mut pingora::protocols::http::ServerSession,
+        error: &Error,
+    ) -> Result<bool> {
+        let loaded = self.policy.load_full();
+        crate::malformed::answer_unreadable(
+            session,
+            error,
+            &loaded,
+            &self.metrics,
+            &self.unreadable_log,
+        )
+        .await;
+        Ok(true)
+    }
 
     fn new_ctx(&self) -> RequestCtx {
         RequestCtx {
