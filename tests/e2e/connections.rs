@@ -503,3 +503,140 @@ fn a_trickled_header_is_cut_at_the_header_deadline() {
     );
     assert_eq!(origin.received(), 0);
 }
+
+/// Counts the edge's open descriptors (Linux), for the figures of the slowloris test.
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+fn counter(edge: &Edge, event: &str) -> u64 {
+    let metrics = reqwest::blocking::get(format!("http://{}/metrics", edge.admin))
+        .unwrap()
+        .text()
+        .unwrap();
+    let prefix = format!("signpost_connection_events_total{{event=\"{event}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+#[test]
+fn one_client_cannot_hold_more_than_its_connections() {
+    let (_origin, edge) = echo_edge("conn-cap", "[connections]\nmax_per_client = 5", "", &[]);
+    let mut held: Vec<TcpStream> = (0..5).map(|_| connect(&edge)).collect();
+    for s in &mut held {
+        s.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut sixth = connect(&edge);
+    let _ = sixth.write_all(b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
+    let (bytes, closed) = read_to_close(&mut sixth, Duration::from_secs(5));
+    assert!(
+        closed && bytes.is_empty(),
+        "the sixth connection was served"
+    );
+    assert_eq!(counter(&edge, "too_many_connections"), 1);
+    // One held connection ends: a new one is served again.
+    drop(held.pop());
+    std::thread::sleep(Duration::from_millis(300));
+    let mut again = connect(&edge);
+    let resp = raw_exchange(&mut again, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
+    assert_eq!(resp.status, 200);
+}
+
+/// Soft descriptor limit of this process, from /proc.
+fn descriptor_limit() -> u64 {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_thousand_slow_clients_do_not_hold_the_edge() {
+    const SLOW: usize = 1000;
+    assert!(
+        descriptor_limit() >= 2 * SLOW as u64 + 500,
+        "this test needs `ulimit -n` of at least {} (it is {})",
+        2 * SLOW + 500,
+        descriptor_limit()
+    );
+    let (origin, edge) = echo_edge(
+        "conn-slowloris",
+        "[connections]\nheader_timeout = \"6s\"\nmax_per_client = 5000",
+        "",
+        &[],
+    );
+    let baseline = open_descriptors(edge.pid());
+    // Slowloris: every client sends the start of a header, then one more byte a second.
+    let mut slow: Vec<TcpStream> = (0..SLOW)
+        .map(|_| {
+            let mut s = connect(&edge);
+            s.write_all(b"GET / HTTP/1.1\r\nHost: example.com\r\nX-a: ")
+                .unwrap();
+            s
+        })
+        .collect();
+    let opened = Instant::now();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trickle_stop = stop.clone();
+    let mut writers: Vec<TcpStream> = slow.iter().map(|s| s.try_clone().unwrap()).collect();
+    let trickler = std::thread::spawn(move || {
+        while !trickle_stop.load(std::sync::atomic::Ordering::Relaxed) {
+            for w in &mut writers {
+                let _ = w.write_all(b"a");
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let held = open_descriptors(edge.pid());
+    // Normal requests meanwhile, each on a new connection.
+    let mut latencies = Vec::new();
+    while opened.elapsed() < Duration::from_secs(4) {
+        let started = Instant::now();
+        let mut s = connect(&edge);
+        let resp = raw_exchange(&mut s, b"GET /ok HTTP/1.1\r\nHost: example.com\r\n\r\n");
+        assert_eq!(resp.status, 200);
+        latencies.push(started.elapsed());
+    }
+    latencies.sort();
+    let p99 = latencies[(latencies.len() * 99).div_ceil(100) - 1];
+    let p50 = latencies[latencies.len() / 2];
+    eprintln!(
+        "slowloris: {SLOW} slow clients, {} normal requests, p50 {p50:?}, p99 {p99:?}; \
+         edge descriptors {baseline} before, {held} while held",
+        latencies.len()
+    );
+    assert!(p99 < Duration::from_secs(1), "p99 {p99:?} under slowloris");
+    // At the header deadline every slow client is cut (408), and its descriptor freed.
+    let mut cut = 0;
+    for s in &mut slow {
+        let left = Duration::from_secs(10).saturating_sub(opened.elapsed());
+        let (bytes, closed) = read_to_close(s, left.max(Duration::from_millis(100)));
+        if closed && bytes.starts_with(b"HTTP/1.1 408") {
+            cut += 1;
+        }
+    }
+    let cut_after = opened.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = trickler.join();
+    assert_eq!(cut, SLOW, "slow clients still held after {cut_after:?}");
+    assert!(
+        cut_after < Duration::from_secs(8),
+        "cut after {cut_after:?}"
+    );
+    drop(slow);
+    std::thread::sleep(Duration::from_millis(300));
+    let after = open_descriptors(edge.pid());
+    eprintln!("slowloris: all cut after {cut_after:?}; edge descriptors {after} after");
+    assert!(after < baseline + 50, "{after} descriptors still open");
+    assert!(counter(&edge, "header_timeout") >= SLOW as u64);
+    assert!(origin.received() >= latencies.len());
+}

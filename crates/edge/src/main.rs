@@ -5,6 +5,7 @@
 
 mod admin;
 mod commands;
+mod conncap;
 mod facts;
 mod malformed;
 mod metrics;
