@@ -640,3 +640,20 @@ fn a_thousand_slow_clients_do_not_hold_the_edge() {
     assert!(counter(&edge, "header_timeout") >= SLOW as u64);
     assert!(origin.received() >= latencies.len());
 }
+
+#[test]
+fn a_trusted_proxy_is_not_capped() {
+    let (_origin, edge) = echo_edge(
+        "conn-cap-trusted",
+        "[connections]\nmax_per_client = 2\n[client_ip]\ntrusted_proxies = [\"127.0.0.0/8\"]",
+        "",
+        &[],
+    );
+    let held: Vec<TcpStream> = (0..4).map(|_| connect(&edge)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut fifth = connect(&edge);
+    let resp = raw_exchange(&mut fifth, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    assert_eq!(counter(&edge, "too_many_connections"), 0);
+    drop(held);
+}

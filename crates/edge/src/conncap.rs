@@ -118,7 +118,14 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
             .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
         let _slot = match peer {
             Some(ip) => {
-                let max = self.policy.load().policy.connections().max_per_client;
+                let loaded = self.policy.load();
+                if loaded.policy.is_trusted_proxy(ip) {
+                    // A trusted proxy carries many clients: not capped.
+                    drop(loaded);
+                    return self.inner.process_new(stream, shutdown).await;
+                }
+                let max = loaded.policy.connections().max_per_client;
+                drop(loaded);
                 let key = client_key(ip);
                 match self.table.try_open(key, max) {
                     Some(slot) => Some(slot),

@@ -118,6 +118,12 @@ impl CompiledPolicy {
         &self.connections
     }
 
+    /// Whether `peer` is a trusted proxy (`[client_ip] trusted_proxies`): its connections carry
+    /// many clients, so the per-client connection cap does not apply to it.
+    pub fn is_trusted_proxy(&self, peer: std::net::IpAddr) -> bool {
+        self.rules.client_ip.is_trusted(peer)
+    }
+
     /// How error responses are branded.
     pub fn branding(&self) -> &BrandingConfig {
         &self.branding
