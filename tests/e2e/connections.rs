@@ -657,3 +657,96 @@ fn a_trusted_proxy_is_not_capped() {
     assert_eq!(counter(&edge, "too_many_connections"), 0);
     drop(held);
 }
+
+#[test]
+fn a_trickled_or_stalled_body_is_408() {
+    let (_origin, edge) = echo_edge(
+        "conn-body-slow",
+        "[connections]\nbody_timeout = \"2s\"\nbody_min_rate = \"1KiB/s\"",
+        "",
+        &[],
+    );
+    // Trickled: a byte every 200 ms is progress, but far below 1 KiB/s.
+    let mut s = connect(&edge);
+    let started = Instant::now();
+    let mut writer = s.try_clone().unwrap();
+    let trickler = std::thread::spawn(move || {
+        let head = format!(
+            "POST /up HTTP/1.1\r\nHost: example.com\r\nContent-Length: 100000\r\n{JSON}\r\n"
+        );
+        if writer.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        for _ in 0..100 {
+            std::thread::sleep(Duration::from_millis(200));
+            if writer.write_all(b"x").is_err() {
+                return;
+            }
+        }
+    });
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(15));
+    let held = started.elapsed();
+    let _ = trickler.join();
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(closed, "a trickled body was still held after 15 s");
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("\"error_code\":408"), "{text}");
+    assert!(held < Duration::from_secs(4), "cut after {held:?}");
+    // Stalled: part of the body, then nothing.
+    let mut s = connect(&edge);
+    let started = Instant::now();
+    s.write_all(
+        format!("POST /up HTTP/1.1\r\nHost: example.com\r\nContent-Length: 10\r\n{JSON}\r\nabc")
+            .as_bytes(),
+    )
+    .unwrap();
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(15));
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(closed && text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(counter(&edge, "body_timeout") >= 1);
+}
+
+#[test]
+fn content_length_with_chunked_is_read_as_chunked_and_closed() {
+    let (origin, edge) = echo_edge("conn-smuggle", "", "", &[]);
+    let mut s = connect(&edge);
+    s.write_all(
+        b"POST /a HTTP/1.1\r\nHost: example.com\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n\
+          5\r\nhello\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: example.com\r\n\r\n",
+    )
+    .unwrap();
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(10));
+    assert!(closed, "the connection stayed open after CL+TE");
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("\"body\":\"hello\""), "{text}");
+    assert!(!text.contains("smuggled"), "{text}");
+    assert_eq!(origin.received(), 1);
+}
+
+#[test]
+fn expect_100_continue_still_works() {
+    let (_origin, edge) = echo_edge("conn-continue", "", "", &[]);
+    let mut s = connect(&edge);
+    s.write_all(
+        b"POST /c HTTP/1.1\r\nHost: example.com\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n",
+    )
+    .unwrap();
+    // As curl does: wait up to a second for the interim answer, then send the body anyway.
+    let (interim, _) = read_to_close(&mut s, Duration::from_secs(1));
+    let interim = String::from_utf8_lossy(&interim).into_owned();
+    assert!(
+        interim.is_empty()
+            || (interim.starts_with("HTTP/1.1 100") && interim.ends_with("\r\n\r\n")),
+        "{interim:?}"
+    );
+    let resp = raw_exchange(&mut s, b"hello");
+    assert_eq!(resp.status, 200);
+    let echo: Value = serde_json::from_slice(&resp.body).unwrap();
+    assert_eq!(echo["body"], "hello");
+}
