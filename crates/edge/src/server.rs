@@ -61,6 +61,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     // of Pingora's bare one; it is never tunnelled.
     let mut options = pingora::apps::HttpServerOptions::default();
     options.allow_connect_method_proxying = true;
+    // HTTP/2 connections (TLS listeners) idle past `idle_timeout` are closed too; read at start
+    // (Pingora takes it once), while HTTP/1's follows reloads.
+    options.h2_idle_timeout = Some(policy.load().policy.connections().idle_timeout);
     app.server_options = Some(options);
     // Every client connection passes the per-client cap first.
     let capped = Capped::new(app, policy.clone(), metrics.clone());
