@@ -185,6 +185,7 @@ fn an_idle_keepalive_connection_is_closed_within_its_timeout() {
     let idle_from = Instant::now();
     let (rest, closed) = read_to_close(&mut s, Duration::from_secs(10));
     let held = idle_from.elapsed();
+    eprintln!("idle keep-alive connection (idle_timeout 2s) closed after {held:?}");
     assert!(closed, "an idle connection was still open after 10 s");
     assert!(rest.is_empty(), "nothing is sent on an idle close");
     assert!(
@@ -480,6 +481,7 @@ fn a_trickled_header_is_cut_at_the_header_deadline() {
     let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(15));
     let held = started.elapsed();
     let _ = trickler.join();
+    eprintln!("trickled header (header_timeout 2s) cut after {held:?}");
     assert!(closed, "a trickled header was still held after 15 s");
     assert!(
         held >= Duration::from_millis(1800) && held <= Duration::from_secs(3),
@@ -688,6 +690,7 @@ fn a_trickled_or_stalled_body_is_408() {
     let held = started.elapsed();
     let _ = trickler.join();
     let text = String::from_utf8_lossy(&bytes);
+    eprintln!("trickled body (body_timeout 2s, body_min_rate 1KiB/s) cut after {held:?}");
     assert!(closed, "a trickled body was still held after 15 s");
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(text.contains("\"error_code\":408"), "{text}");

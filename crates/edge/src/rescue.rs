@@ -137,6 +137,31 @@ mod tests {
     }
 
     #[test]
+    fn client_mistakes_are_4xx() {
+        let down = |etype| rescue(&Error::new_down(etype));
+        assert_eq!(down(INVALID_CHUNK), Rescue::Answer(Code::BAD_REQUEST));
+        assert_eq!(down(INVALID_TRAILER_END), Rescue::Answer(Code::BAD_REQUEST));
+        assert_eq!(
+            down(ErrorType::InvalidHTTPHeader),
+            Rescue::Answer(Code::BAD_REQUEST)
+        );
+        assert_eq!(
+            down(ErrorType::ReadTimedout),
+            Rescue::Answer(Code::REQUEST_TIMEOUT)
+        );
+        assert_eq!(down(PREMATURE_BODY_END), Rescue::ClientGone);
+        // The pipeline's own body limits, whatever source Pingora gives them.
+        assert_eq!(
+            rescue(&Error::new(crate::pipeline::BODY_TOO_LARGE)),
+            Rescue::Answer(Code::PAYLOAD_TOO_LARGE)
+        );
+        assert_eq!(
+            rescue(&Error::new(crate::pipeline::BODY_TOO_SLOW)),
+            Rescue::Answer(Code::REQUEST_TIMEOUT)
+        );
+    }
+
+    #[test]
     fn a_dead_client_gets_nothing() {
         let e = Error::new_down(ErrorType::WriteError);
         assert_eq!(rescue(&e), Rescue::ClientGone);
