@@ -81,6 +81,9 @@ wait_port "$origin_port"
 cat > "$work/policy.toml" <<EOF
 listen = ["127.0.0.1:$signpost_port"]
 admin = "127.0.0.1:$admin_port"
+# wrk's connections all come from 127.0.0.1: lift the per-client connection cap.
+[connections]
+max_per_client = 1000000
 [[zone]]
 name = "bench"
 hosts = ["localhost", "127.0.0.1"]
@@ -93,6 +96,7 @@ pids+=($!)
 {
   echo "listen = [\"127.0.0.1:$real_port\"]"
   echo "admin = \"127.0.0.1:$real_admin_port\""
+  printf '[connections]\nmax_per_client = 1000000\n'
   cargo run --release --locked -q -p signpost-bench --example realistic_policy | sed "s/127.0.0.1:8000/127.0.0.1:$origin_port/"
 } > "$work/realistic.toml"
 RUST_LOG=warn "$target/release/signpost" run --config "$work/realistic.toml" --threads 1 2>"$work/realistic.log" &

@@ -7,6 +7,8 @@ mod support;
 mod bypass;
 // The commands that do not serve: check, render, codes, tokens.
 mod cli;
+// Deadlines, pipelining, CONNECT/TRACE, malformed requests and bodies: raw sockets.
+mod connections;
 // The error contract of `/cdn-cgi/error/<code>` in every format, and 404 for unknown codes.
 mod contract;
 // Hostile Host values that must still give valid JSON, YAML and escaped HTML.

@@ -5,8 +5,10 @@
 
 mod admin;
 mod commands;
+mod conncap;
 mod facts;
 mod fleet;
+mod malformed;
 mod metrics;
 mod origin;
 mod pipeline;

@@ -29,6 +29,11 @@ struct ZoneLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabel {
+    event: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
     outcome: &'static str,
 }
@@ -66,6 +71,7 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     upstream_latency: Family<ZoneLabel, Histogram>,
     reloads: Family<OutcomeLabel, Counter>,
+    connection_events: Family<EventLabel, Counter>,
     rate_limit_keys: Gauge<i64, std::sync::atomic::AtomicI64>,
     rate_limit_evicted: Gauge<u64, AtomicU64>,
     rate_limit_sketched: Gauge<u64, AtomicU64>,
@@ -100,6 +106,13 @@ impl Metrics {
             "policy_reloads",
             "Policy reloads by outcome (ok, rejected)",
             reloads.clone(),
+        );
+        let connection_events = Family::<EventLabel, Counter>::default();
+        registry.register(
+            "connection_events",
+            "Clients cut or refused at the connection level: header_timeout, body_timeout, \
+             malformed, too_many_connections",
+            connection_events.clone(),
         );
         let rate_limit_keys = Gauge::default();
         registry.register(
@@ -156,6 +169,7 @@ impl Metrics {
             requests,
             upstream_latency,
             reloads,
+            connection_events,
             rate_limit_keys,
             rate_limit_evicted,
             rate_limit_sketched,
@@ -234,6 +248,14 @@ impl Metrics {
         if ok {
             self.policy_generation.inc();
         }
+    }
+
+    /// Counts one connection-level event; `event` is one of a fixed set of names, so the family
+    /// stays bounded.
+    pub fn observe_connection_event(&self, event: &'static str) {
+        self.connection_events
+            .get_or_create(&EventLabel { event })
+            .inc();
     }
 
     pub fn observe_policy_loaded(&self) {

@@ -36,6 +36,13 @@ use crate::rescue::{Rescue, rescue};
 /// Where the edge answers `/cdn-cgi/error/<code>` itself, on every host.
 const ERROR_PAGE_PREFIX: &str = "/cdn-cgi/error";
 
+/// The longest request target (path and query) the edge accepts: 16 KiB, Cloudflare's URL limit.
+/// Longer is 414.
+pub const MAX_URI_LEN: usize = 16 * 1024;
+/// The largest header section the edge accepts, names and values summed: 32 KiB, Cloudflare's
+/// limit. Larger is 431 (Pingora itself stops reading at 1 MiB or 256 header lines).
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
 /// The edge service: shared, read-mostly state behind every request.
 pub struct Edge {
     /// The compiled policy, swapped whole on reload; each request holds the one it started with.
@@ -45,6 +52,8 @@ pub struct Edge {
     pub metrics: Arc<Metrics>,
     /// Origin names resolved recently, so that a request does not wait for DNS.
     resolver: OriginResolver,
+    /// Bounds the log lines of unreadable requests, so that a flood does not flood the log.
+    unreadable_log: crate::malformed::LogBudget,
 }
 
 /// What one request learned on its way through the pipeline; `logging` reports it.
@@ -62,12 +71,68 @@ pub struct RequestCtx {
     rule_id: Option<Arc<str>>,
     upstream: Option<SocketAddr>,
     upstream_started: Option<Instant>,
+    /// Request body bytes received so far, and when the first body chunk was awaited.
+    body_bytes: u64,
+    body_started: Option<Instant>,
     /// Set once the request is on its way to the origin: from then on Pingora will not reuse
     /// the client's connection after a failure, whatever we answer.
     proxying: bool,
 }
 
 impl Edge {
+    /// Reads the first part of a chunked request body (one read: what arrived with the head, or
+    /// the next packet) into Pingora's retry buffer, from which the proxy replays it to the
+    /// origin before streaming the rest.
+    ///
+    /// One read is at most 64 KiB, the retry buffer's capacity, once the head is under 16 KiB
+    /// (the header buffer, and so the body bytes read with the head, stays under 32 KiB): the
+    /// buffer cannot overflow, so nothing read here can be lost. Larger heads, and requests
+    /// that wait for `100 Continue`, are streamed unchanged.
+    async fn preread_chunked_body(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let req = session.req_header();
+        let chunked = req
+            .headers
+            .get(http::header::TRANSFER_ENCODING)
+            .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"chunked"));
+        let head_len = req.raw_path().len()
+            + req
+                .headers
+                .iter()
+                .map(|(n, v)| n.as_str().len() + v.len() + 4)
+                .sum::<usize>();
+        if !chunked
+            || head_len > PREREAD_MAX_HEAD
+            || req.headers.contains_key(http::header::EXPECT)
+            || session.is_body_done()
+        {
+            return Ok(());
+        }
+        session.enable_retry_buffering();
+        ctx.body_started = Some(Instant::now());
+        let first = session.read_request_body().await.map_err(|mut e| {
+            // The client's body: its errors are the client's (Pingora leaves the source unset).
+            e.as_down();
+            e
+        })?;
+        ctx.body_bytes = first.as_ref().map_or(0, |b| b.len() as u64);
+        if session.retry_buffer_truncated() {
+            // Not reachable under the bound above; if it were, the bytes read could no longer
+            // be forwarded, and the request must not reach the origin without them.
+            return Error::e_explain(InternalError, "request body pre-read overflowed");
+        }
+        if self
+            .zone(ctx)
+            .is_some_and(|zone| ctx.body_bytes > zone.max_body_size)
+        {
+            return Error::e_explain(BODY_TOO_LARGE, "request body over the zone's max_body_size");
+        }
+        Ok(())
+    }
+
     pub fn new(
         policy: Arc<ArcSwap<Loaded>>,
         origin_override: Option<Origin>,
@@ -78,6 +143,7 @@ impl Edge {
             origin_override,
             metrics,
             resolver: OriginResolver::default(),
+            unreadable_log: Default::default(),
         }
     }
 
@@ -183,6 +249,32 @@ impl Edge {
 impl ProxyHttp for Edge {
     type CTX = RequestCtx;
 
+    /// The policy's whole-header deadline (`[connections] header_timeout`), read per request so
+    /// that a reload changes it.
+    fn request_header_timeout(&self) -> Option<std::time::Duration> {
+        Some(self.policy.load().policy.connections().header_timeout)
+    }
+
+    /// A request header Pingora could not read (malformed, over its limits, past the header
+    /// deadline): answered with the contract's problem (400, 414, 431 or 408), or closed
+    /// silently when nothing of a request arrived.
+    async fn request_error_filter(
+        &self,
+        session: &mut pingora::protocols::http::ServerSession,
+        error: &Error,
+    ) -> Result<bool> {
+        let loaded = self.policy.load_full();
+        crate::malformed::answer_unreadable(
+            session,
+            error,
+            &loaded,
+            &self.metrics,
+            &self.unreadable_log,
+        )
+        .await;
+        Ok(true)
+    }
+
     fn new_ctx(&self) -> RequestCtx {
         RequestCtx {
             ray_id: RayId::next(),
@@ -196,6 +288,8 @@ impl ProxyHttp for Edge {
             rule_id: None,
             upstream: None,
             upstream_started: None,
+            body_bytes: 0,
+            body_started: None,
             proxying: false,
         }
     }
@@ -209,8 +303,21 @@ impl ProxyHttp for Edge {
     async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
         let loaded = self.policy.load_full();
         ctx.policy = Some(loaded.clone());
+        apply_connection_limits(session, loaded.policy.connections());
         let host = request_host(session);
         ctx.facts = Facts::new(session, &host);
+
+        // 0. What no zone may accept: CONNECT (never tunnelled; Pingora is told to let it through
+        //    to here so that it gets a problem, not a bare 405), and request heads over the edge's
+        //    limits.
+        if let Some(code) = unacceptable_head(session.req_header()) {
+            if code == Code::METHOD_NOT_ALLOWED {
+                // A CONNECT's framing is not a normal request's: never read past it.
+                session.set_keepalive(None);
+            }
+            self.answer(session, ctx, code, None).await?;
+            return Ok(true);
+        }
 
         // 1. The error test endpoint: `/cdn-cgi/error/<code>`.
         if let Some(entry) = error_page(session.req_header().uri.path()) {
@@ -245,7 +352,73 @@ impl ProxyHttp for Edge {
             Box::pin(self.answer(session, ctx, code, retry_after)).await?;
             return Ok(true);
         }
+
+        // 4. What the zone does not accept: TRACE and TRACK (they echo the request, Cookie
+        //    included, back to whoever can read the response), and a declared body over its limit.
+        if let Some(zone) = self.zone(ctx) {
+            let method = session.req_header().method.as_str();
+            let refused = if !zone.allow_trace
+                && (method.eq_ignore_ascii_case("TRACE") || method.eq_ignore_ascii_case("TRACK"))
+            {
+                Some(Code::METHOD_NOT_ALLOWED)
+            } else if declared_body_len(session.req_header())
+                .is_some_and(|n| n > zone.max_body_size)
+            {
+                // The body is left unread: the connection cannot carry another request.
+                session.set_keepalive(None);
+                Some(Code::PAYLOAD_TOO_LARGE)
+            } else {
+                None
+            };
+            if let Some(code) = refused {
+                self.answer(session, ctx, code, None).await?;
+                return Ok(true);
+            }
+        }
+
+        // 5. A chunked body is parsed as far as it arrived before the origin is contacted, so
+        //    that a body that cannot be parsed is answered 400 without the origin seeing it.
+        if let Err(e) = self.preread_chunked_body(session, ctx).await {
+            let code = match rescue(&e) {
+                Rescue::Answer(code) => code,
+                Rescue::ClientGone => return Err(e),
+            };
+            session.set_keepalive(None);
+            self.answer(session, ctx, code, None).await?;
+            return Ok(true);
+        }
         Ok(false)
+    }
+
+    /// Counts the request body as it streams to the origin: over the zone's limit is 413, a body
+    /// slower on average than `body_min_rate` once `body_timeout` has passed is 408 (a body that
+    /// stops altogether is cut by the read timeout, also 408).
+    async fn request_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<bytes::Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut RequestCtx,
+    ) -> Result<()> {
+        let started = *ctx.body_started.get_or_insert_with(Instant::now);
+        let len = body.as_ref().map_or(0, |b| b.len() as u64);
+        ctx.body_bytes = ctx.body_bytes.saturating_add(len);
+        let (max_body, limits) = match (self.zone(ctx), ctx.policy.as_ref()) {
+            (Some(zone), Some(loaded)) => (zone.max_body_size, *loaded.policy.connections()),
+            _ => return Ok(()),
+        };
+        if ctx.body_bytes > max_body {
+            return Error::e_explain(BODY_TOO_LARGE, "request body over the zone's max_body_size");
+        }
+        let elapsed = started.elapsed();
+        if elapsed > limits.body_timeout {
+            let floor = limits.body_min_rate as f64 * elapsed.as_secs_f64();
+            if (ctx.body_bytes as f64) < floor {
+                self.metrics.observe_connection_event("body_timeout");
+                return Error::e_explain(BODY_TOO_SLOW, "request body slower than body_min_rate");
+            }
+        }
+        Ok(())
     }
 
     /// The zone's origin, resolved now (a name that does not resolve is 1016), with the zone's
@@ -446,6 +619,59 @@ fn error_page(path: &str) -> Option<&'static signpost_problem::CatalogEntry> {
         // `/cdn-cgi/errors` and the like are ordinary paths.
         None => None,
     }
+}
+
+/// The largest head (target plus header lines) whose chunked body is pre-read; see
+/// `Edge::preread_chunked_body`.
+const PREREAD_MAX_HEAD: usize = 16 * 1024;
+
+/// A request body over the zone's `max_body_size` (413).
+pub const BODY_TOO_LARGE: ErrorType = ErrorType::Custom("RequestBodyTooLarge");
+/// A request body slower than `body_min_rate` (408).
+pub const BODY_TOO_SLOW: ErrorType = ErrorType::Custom("RequestBodyTooSlow");
+
+/// Sets the policy's deadlines on this request's connection: the idle keep-alive timeout for
+/// the wait before the next request (unless the client asked to close), the body read timeout,
+/// and pipelining, so that requests sent back to back are each answered in order.
+fn apply_connection_limits(session: &mut Session, limits: &signpost_policy::Connections) {
+    session.as_downstream_mut().set_pipelining_enabled(true);
+    if session.get_keepalive().is_some() {
+        // Whole seconds: Pingora's keep-alive takes seconds, and 0 would mean "forever".
+        session.set_keepalive(Some(limits.idle_timeout.as_secs().max(1)));
+    }
+    session.set_read_timeout(Some(limits.body_timeout));
+}
+
+/// The code for a request head the edge refuses whatever the zone: CONNECT (405), a target
+/// over [`MAX_URI_LEN`] (414), a header section over [`MAX_HEADER_BYTES`] (431).
+fn unacceptable_head(req: &RequestHeader) -> Option<Code> {
+    if req.method == http::Method::CONNECT {
+        return Some(Code::METHOD_NOT_ALLOWED);
+    }
+    if req.raw_path().len() > MAX_URI_LEN {
+        return Some(Code::URI_TOO_LONG);
+    }
+    let header_bytes: usize = req
+        .headers
+        .iter()
+        .map(|(name, value)| name.as_str().len() + value.len() + 4)
+        .sum();
+    (header_bytes > MAX_HEADER_BYTES).then_some(Code::HEADERS_TOO_LARGE)
+}
+
+/// The body length a request declares with Content-Length, when it uses one (chunked bodies
+/// are counted as they arrive instead).
+fn declared_body_len(req: &RequestHeader) -> Option<u64> {
+    if req.headers.contains_key(http::header::TRANSFER_ENCODING) {
+        return None;
+    }
+    req.headers
+        .get(http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 /// An optional value in a log line: the value, or `-`.

@@ -6,6 +6,12 @@ use signpost_problem::Code;
 /// The error type raised when the origin's host name does not resolve (1016).
 pub const ORIGIN_DNS_ERROR: ErrorType = ErrorType::Custom("OriginDnsError");
 
+/// Pingora's body parser's own error types (its `v1::body` module is private): a chunk size or
+/// extension that is not valid, trailers that do not end, a body cut short.
+const INVALID_CHUNK: ErrorType = ErrorType::Custom("InvalidChunk");
+const INVALID_TRAILER_END: ErrorType = ErrorType::Custom("InvalidTrailerEnd");
+const PREMATURE_BODY_END: ErrorType = ErrorType::Custom("PrematureBodyEnd");
+
 /// What the client should be told about a request that failed after the policy let it through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rescue {
@@ -25,6 +31,13 @@ pub fn rescue(e: &Error) -> Rescue {
     if *e.etype() == ORIGIN_DNS_ERROR {
         return Rescue::Answer(Code::ORIGIN_DNS_ERROR);
     }
+    // The client's own mistakes, whatever the source Pingora gave them: never the edge's 500.
+    if *e.etype() == crate::pipeline::BODY_TOO_LARGE {
+        return Rescue::Answer(Code::PAYLOAD_TOO_LARGE);
+    }
+    if *e.etype() == crate::pipeline::BODY_TOO_SLOW {
+        return Rescue::Answer(Code::REQUEST_TIMEOUT);
+    }
     match e.esource() {
         ErrorSource::Upstream => Rescue::Answer(match e.etype() {
             ConnectRefused => Code::ORIGIN_DOWN,
@@ -43,8 +56,16 @@ pub fn rescue(e: &Error) -> Rescue {
         }),
         ErrorSource::Downstream => match e.etype() {
             WriteError | ReadError | ConnectionClosed => Rescue::ClientGone,
-            // A request we could not read (or a body we could not take): the edge's fault
-            // only in that it must answer; 500 is the closest catalog entry.
+            // The client stopped sending its body: 408, as nginx answers.
+            ReadTimedout => Rescue::Answer(Code::REQUEST_TIMEOUT),
+            // A body the client ended early has no one left to read an answer.
+            t if *t == PREMATURE_BODY_END => Rescue::ClientGone,
+            // A request or body that cannot be parsed (a bad chunk size, an invalid header):
+            // the client's mistake, 400, never retryable.
+            InvalidHTTPHeader | H1Error | H2Error | InvalidH2 => Rescue::Answer(Code::BAD_REQUEST),
+            t if *t == INVALID_CHUNK || *t == INVALID_TRAILER_END => {
+                Rescue::Answer(Code::BAD_REQUEST)
+            }
             _ => Rescue::Answer(Code::INTERNAL_ERROR),
         },
         ErrorSource::Internal | ErrorSource::Unset => match e.etype() {
@@ -116,6 +137,31 @@ mod tests {
     }
 
     #[test]
+    fn client_mistakes_are_4xx() {
+        let down = |etype| rescue(&Error::new_down(etype));
+        assert_eq!(down(INVALID_CHUNK), Rescue::Answer(Code::BAD_REQUEST));
+        assert_eq!(down(INVALID_TRAILER_END), Rescue::Answer(Code::BAD_REQUEST));
+        assert_eq!(
+            down(ErrorType::InvalidHTTPHeader),
+            Rescue::Answer(Code::BAD_REQUEST)
+        );
+        assert_eq!(
+            down(ErrorType::ReadTimedout),
+            Rescue::Answer(Code::REQUEST_TIMEOUT)
+        );
+        assert_eq!(down(PREMATURE_BODY_END), Rescue::ClientGone);
+        // The pipeline's own body limits, whatever source Pingora gives them.
+        assert_eq!(
+            rescue(&Error::new(crate::pipeline::BODY_TOO_LARGE)),
+            Rescue::Answer(Code::PAYLOAD_TOO_LARGE)
+        );
+        assert_eq!(
+            rescue(&Error::new(crate::pipeline::BODY_TOO_SLOW)),
+            Rescue::Answer(Code::REQUEST_TIMEOUT)
+        );
+    }
+
+    #[test]
     fn a_dead_client_gets_nothing() {
         let e = Error::new_down(ErrorType::WriteError);
         assert_eq!(rescue(&e), Rescue::ClientGone);
@@ -144,6 +190,12 @@ mod catalog_coverage {
             Code::FIREWALL_RULE_BLOCKED,
             Code::LEGAL_BLOCK,
             Code::NOT_FOUND,
+            Code::BAD_REQUEST,
+            Code::METHOD_NOT_ALLOWED,
+            Code::REQUEST_TIMEOUT,
+            Code::PAYLOAD_TOO_LARGE,
+            Code::URI_TOO_LONG,
+            Code::HEADERS_TOO_LARGE,
             Code::INTERNAL_ERROR,
             Code::BAD_GATEWAY,
             Code::ORIGIN_UNKNOWN_ERROR,

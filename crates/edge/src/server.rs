@@ -11,6 +11,7 @@ use pingora::services::listening::Service;
 use signpost_policy::{Listener, TlsFiles};
 
 use crate::admin::Admin;
+use crate::conncap::Capped;
 use crate::metrics::Metrics;
 use crate::pipeline::Edge;
 use crate::reload::{Loaded, Reloader};
@@ -56,8 +57,18 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let mut server = Server::new_with_opt_and_conf(None, conf);
 
     let edge = Edge::new(policy.clone(), args.origin, metrics.clone());
-    let mut proxy =
-        pingora::proxy::http_proxy_service_with_name(&server.configuration, edge, "signpost edge");
+    let mut app = pingora::proxy::http_proxy(&server.configuration, edge);
+    // CONNECT reaches `request_filter`, which answers it with a negotiated 405 problem instead
+    // of Pingora's bare one; it is never tunnelled.
+    let mut options = pingora::apps::HttpServerOptions::default();
+    options.allow_connect_method_proxying = true;
+    // HTTP/2 connections (TLS listeners) idle past `idle_timeout` are closed too; read at start
+    // (Pingora takes it once), while HTTP/1's follows reloads.
+    options.h2_idle_timeout = Some(policy.load().policy.connections().idle_timeout);
+    app.server_options = Some(options);
+    // Every client connection passes the per-client cap first.
+    let capped = Capped::new(app, policy.clone(), metrics.clone());
+    let mut proxy = Service::new("signpost edge".to_string(), capped);
     for Listener { addr, tls } in &listeners {
         match tls {
             None => proxy.add_tcp(addr),

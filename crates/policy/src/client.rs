@@ -34,6 +34,11 @@ impl ClientIp {
 
     /// The client address for a request from `peer`. Headers count only when the peer is a
     /// trusted proxy; anything malformed falls back to the last address we could trust.
+    /// Whether `peer` is one of the trusted proxies.
+    pub(crate) fn is_trusted(&self, peer: IpAddr) -> bool {
+        self.trusted.contains(peer)
+    }
+
     pub(crate) fn resolve(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
         let peer = canonical(peer);
         let Some(header) = &self.header else {

@@ -10,7 +10,7 @@ use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
 use crate::expr::Cx;
 use crate::fleet::RedisConfig;
 use crate::host::{HostName, HostTable, host_without_port, parse_host};
-use crate::policy::{self, BrandingConfig, Listener, Zone};
+use crate::policy::{self, BrandingConfig, Connections, Listener, Zone};
 use crate::rules::{self, Rules, Trust};
 
 /// A loaded policy: listeners, zones, branding and the compiled rules.
@@ -22,6 +22,7 @@ pub struct CompiledPolicy {
     listeners: Vec<Listener>,
     admin: Option<String>,
     branding: BrandingConfig,
+    connections: Connections,
     zones: Vec<Zone>,
     hosts: HostTable,
     rules: Rules,
@@ -73,6 +74,7 @@ impl CompiledPolicy {
             listeners: policy.listeners,
             admin: policy.admin,
             branding: policy.branding,
+            connections: policy.connections,
             zones: policy.zones,
             hosts,
             rules,
@@ -110,6 +112,17 @@ impl CompiledPolicy {
     /// All zones, in file order; [`Decision::zone`] indexes this.
     pub fn zones(&self) -> &[Zone] {
         &self.zones
+    }
+
+    /// Deadlines and limits on client connections (`[connections]`).
+    pub fn connections(&self) -> &Connections {
+        &self.connections
+    }
+
+    /// Whether `peer` is a trusted proxy (`[client_ip] trusted_proxies`): its connections carry
+    /// many clients, so the per-client connection cap does not apply to it.
+    pub fn is_trusted_proxy(&self, peer: std::net::IpAddr) -> bool {
+        self.rules.client_ip.is_trusted(peer)
     }
 
     /// How error responses are branded.
@@ -274,6 +287,50 @@ mod tests {
         assert_eq!(z.read_timeout, std::time::Duration::from_secs(100));
         assert_eq!(z.connect_timeout, std::time::Duration::from_secs(10));
         assert_eq!(z.write_timeout, std::time::Duration::from_secs(30));
+        assert_eq!(z.max_body_size, crate::DEFAULT_MAX_BODY_SIZE);
+        assert!(!z.allow_trace);
+        assert_eq!(*p.connections(), Connections::default());
+    }
+
+    #[test]
+    fn connections_and_body_options_are_read() {
+        let text = "[connections]\nidle_timeout = \"5s\"\nheader_timeout = \"2s\"\n\
+                    body_timeout = \"3s\"\nbody_min_rate = \"2KiB/s\"\nmax_per_client = 7\n\
+                    [[zone]]\nname = \"a\"\nhosts = [\"x.com\"]\norigin = \"127.0.0.1:1\"\n\
+                    max_body_size = \"64KiB\"\nallow_trace = true\n";
+        let p = CompiledPolicy::from_toml(text, "t.toml", Path::new("."), None).unwrap();
+        let secs = std::time::Duration::from_secs;
+        assert_eq!(
+            *p.connections(),
+            Connections {
+                idle_timeout: secs(5),
+                header_timeout: secs(2),
+                body_timeout: secs(3),
+                body_min_rate: 2048,
+                max_per_client: 7,
+            }
+        );
+        assert_eq!(p.zones()[0].max_body_size, 65536);
+        assert!(p.zones()[0].allow_trace);
+    }
+
+    #[test]
+    fn bad_connection_values_are_reported_in_place() {
+        let text = "[connections]\nidle_timeout = \"0s\"\nbody_min_rate = \"fast\"\n\
+                    max_per_client = 0\n\
+                    [[zone]]\nname = \"a\"\nhosts = [\"x.com\"]\norigin = \"127.0.0.1:1\"\n\
+                    max_body_size = \"12 parsecs\"\n";
+        let e = CompiledPolicy::from_toml(text, "t.toml", Path::new("."), None)
+            .unwrap_err()
+            .to_string();
+        for want in [
+            "t.toml:2:16: a duration must be greater than zero",
+            "t.toml:3:17: `fast` is not a rate",
+            "t.toml:4:18: `max_per_client` must be",
+            "t.toml:9:17: `parsecs` is not a size unit",
+        ] {
+            assert!(e.contains(want), "{want} not in {e}");
+        }
     }
 
     #[test]

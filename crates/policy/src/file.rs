@@ -15,6 +15,7 @@ pub(crate) struct PolicyFile {
     pub listener: Vec<Spanned<ListenerFile>>,
     pub admin: Option<Spanned<String>>,
     pub errors: Option<ErrorsFile>,
+    pub connections: Option<ConnectionsFile>,
     pub client_ip: Option<Spanned<ClientIpFile>>,
     pub geo: Option<GeoFile>,
     #[serde(default)]
@@ -67,6 +68,16 @@ pub(crate) struct ErrorsFile {
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
+pub(crate) struct ConnectionsFile {
+    pub idle_timeout: Option<Spanned<String>>,
+    pub header_timeout: Option<Spanned<String>>,
+    pub body_timeout: Option<Spanned<String>>,
+    pub body_min_rate: Option<Spanned<String>>,
+    pub max_per_client: Option<Spanned<i64>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(crate) struct ClientIpFile {
     #[serde(default)]
     pub trusted_proxies: Vec<Spanned<String>>,
@@ -91,6 +102,8 @@ pub(crate) struct ZoneFile {
     pub connect_timeout: Option<Spanned<String>>,
     pub read_timeout: Option<Spanned<String>>,
     pub write_timeout: Option<Spanned<String>>,
+    pub max_body_size: Option<Spanned<String>>,
+    pub allow_trace: Option<bool>,
 }
 
 /// Fields every rule shares.

@@ -81,8 +81,10 @@ pub use fleet::{
 };
 pub use host::normalize_host;
 pub use policy::{
-    BrandingConfig, DEFAULT_ADMIN, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LISTEN, DEFAULT_READ_TIMEOUT,
-    DEFAULT_WRITE_TIMEOUT, Listener, Origin, TlsFiles, Zone,
+    BrandingConfig, Connections, DEFAULT_ADMIN, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN,
+    DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_PER_CLIENT, DEFAULT_READ_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
+    Listener, Origin, TlsFiles, Zone,
 };
 pub use ratelimit::DEFAULT_MAX_KEYS;
 pub use signpost_problem::Code;

@@ -21,6 +21,52 @@ pub const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(100);
 /// Default time to send the request to the origin.
 pub const DEFAULT_WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Default idle keep-alive timeout between requests on one client connection (nginx's
+/// `keepalive_timeout` is 75 s; Envoy's HTTP connection manager `idle_timeout` is 1 h).
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default deadline for a whole request header, from its first byte (nginx's
+/// `client_header_timeout` is 60 s but per read; Envoy's `request_headers_timeout` is off by
+/// default and 10 s in its edge best practices).
+pub const DEFAULT_HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default deadline for body progress: no byte of the body for this long, or less than
+/// `body_min_rate` on average after it, is a 408 (nginx's `client_body_timeout` is 60 s per read;
+/// Envoy's `stream_idle_timeout` is 5 min).
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default minimum average body rate, in bytes per second, enforced once `body_timeout` has
+/// passed: a body trickled slower than this is cut.
+pub const DEFAULT_BODY_MIN_RATE: u64 = 1024;
+/// Default cap on concurrent connections from one client address (IPv6 grouped by /64).
+pub const DEFAULT_MAX_PER_CLIENT: u32 = 256;
+/// Default request body limit of a zone (Cloudflare's Free and Pro plans: 100 MB).
+pub const DEFAULT_MAX_BODY_SIZE: u64 = 100 * 1000 * 1000;
+
+/// Deadlines and limits on client connections, from `[connections]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Connections {
+    /// How long a keep-alive connection may sit idle between requests.
+    pub idle_timeout: Duration,
+    /// The deadline for a whole request header, from its first byte.
+    pub header_timeout: Duration,
+    /// The longest wait for any body byte, and the grace period of `body_min_rate`.
+    pub body_timeout: Duration,
+    /// The slowest average body rate accepted after `body_timeout`, in bytes per second.
+    pub body_min_rate: u64,
+    /// Concurrent connections one client address (IPv6: one /64) may hold.
+    pub max_per_client: u32,
+}
+
+impl Default for Connections {
+    fn default() -> Self {
+        Connections {
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
+            body_min_rate: DEFAULT_BODY_MIN_RATE,
+            max_per_client: DEFAULT_MAX_PER_CLIENT,
+        }
+    }
+}
+
 /// A socket the edge accepts client connections on.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listener {
@@ -80,6 +126,10 @@ pub struct Zone {
     pub read_timeout: Duration,
     /// Time to send the request to the origin.
     pub write_timeout: Duration,
+    /// The largest request body accepted, in bytes (`max_body_size`); larger is 413.
+    pub max_body_size: u64,
+    /// Whether TRACE and TRACK are forwarded (`allow_trace`, default false: 405).
+    pub allow_trace: bool,
     pub(crate) patterns: Vec<(HostPattern, std::ops::Range<usize>)>,
 }
 
@@ -89,6 +139,7 @@ pub(crate) struct Policy {
     pub listeners: Vec<Listener>,
     pub admin: Option<String>,
     pub branding: BrandingConfig,
+    pub connections: Connections,
     pub zones: Vec<Zone>,
 }
 
@@ -185,12 +236,14 @@ pub(crate) fn validate(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Pa
         }
     }
 
+    let connections = validate_connections(file, d);
     let zones = validate_zones(file, d);
 
     Policy {
         listeners,
         admin,
         branding,
+        connections,
         zones,
     }
 }
@@ -373,6 +426,10 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
         let connect_timeout = duration(d, z.connect_timeout.as_ref(), DEFAULT_CONNECT_TIMEOUT);
         let read_timeout = duration(d, z.read_timeout.as_ref(), DEFAULT_READ_TIMEOUT);
         let write_timeout = duration(d, z.write_timeout.as_ref(), DEFAULT_WRITE_TIMEOUT);
+        let max_body_size = z
+            .max_body_size
+            .as_ref()
+            .map_or(DEFAULT_MAX_BODY_SIZE, |v| size(d, v, DEFAULT_MAX_BODY_SIZE));
         if let Some(origin) = origin {
             zones.push(Zone {
                 name: name.into(),
@@ -381,11 +438,97 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
                 connect_timeout,
                 read_timeout,
                 write_timeout,
+                max_body_size,
+                allow_trace: z.allow_trace.unwrap_or(false),
                 patterns,
             });
         }
     }
     zones
+}
+
+fn validate_connections(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Connections {
+    let defaults = Connections::default();
+    let Some(c) = &file.connections else {
+        return defaults;
+    };
+    let max_per_client = match &c.max_per_client {
+        None => defaults.max_per_client,
+        Some(v) => match u32::try_from(*v.get_ref()) {
+            Ok(n) if n > 0 => n,
+            _ => {
+                d.at(
+                    ProblemKind::Invalid,
+                    span(v),
+                    "`max_per_client` must be a whole number from 1 to 4294967295",
+                );
+                defaults.max_per_client
+            }
+        },
+    };
+    let body_min_rate = match &c.body_min_rate {
+        None => defaults.body_min_rate,
+        Some(v) => {
+            let text = v.get_ref().trim();
+            match text.strip_suffix("/s") {
+                Some(amount) => size_text(amount).unwrap_or_else(|why| {
+                    d.at(ProblemKind::Invalid, span(v), why);
+                    defaults.body_min_rate
+                }),
+                None => {
+                    d.at(
+                        ProblemKind::Invalid,
+                        span(v),
+                        format!("`{text}` is not a rate; write e.g. \"1KiB/s\""),
+                    );
+                    defaults.body_min_rate
+                }
+            }
+        }
+    };
+    Connections {
+        idle_timeout: duration(d, c.idle_timeout.as_ref(), defaults.idle_timeout),
+        header_timeout: duration(d, c.header_timeout.as_ref(), defaults.header_timeout),
+        body_timeout: duration(d, c.body_timeout.as_ref(), defaults.body_timeout),
+        body_min_rate,
+        max_per_client,
+    }
+}
+
+/// Parses a byte size ("100MB", "64KiB", "1024"), reporting a bad one at its place.
+fn size(d: &mut Diagnostics<'_>, value: &Spanned<String>, default: u64) -> u64 {
+    size_text(value.get_ref()).unwrap_or_else(|why| {
+        d.at(ProblemKind::Invalid, span(value), why);
+        default
+    })
+}
+
+/// A byte size: digits, then optionally `B`, `KB`, `MB`, `GB` (powers of 1000) or `KiB`, `MiB`,
+/// `GiB` (powers of 1024).
+fn size_text(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let (number, unit) = text.split_at(digits);
+    let unit_factor: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KB" => 1000,
+        "MB" => 1000 * 1000,
+        "GB" => 1000 * 1000 * 1000,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        other => {
+            return Err(format!(
+                "`{other}` is not a size unit; write e.g. \"100MB\", \"64KiB\" or \"1024\""
+            ));
+        }
+    };
+    number
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(unit_factor))
+        .filter(|n| *n > 0)
+        .ok_or_else(|| format!("`{text}` is not a size greater than zero"))
 }
 
 /// Parses a positive humantime duration ("5s", "1m 30s"), falling back to `default` when absent.

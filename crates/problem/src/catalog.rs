@@ -327,7 +327,18 @@ mod tests {
         for code in expected {
             assert!(lookup(Code::new(*code)).is_some(), "missing {code}");
         }
-        assert_eq!(catalog().len(), expected.len() + 1, "plus the own 404");
+        // signpost's own: the error page's 404 and the answers to requests it cannot accept.
+        let own: &[u16] = &[400, 404, 405, 408, 413, 414, 431];
+        for code in own {
+            let e = lookup(Code::new(*code)).unwrap_or_else(|| panic!("missing own {code}"));
+            assert!(e.signpost_own && e.status == *code, "{code}");
+            assert!(
+                !e.retryable && e.retry_after.is_none(),
+                "{code} is a client mistake"
+            );
+            assert!(e.what_you_should_do.starts_with("**Do not retry"), "{code}");
+        }
+        assert_eq!(catalog().len(), expected.len() + own.len());
     }
 
     #[test]

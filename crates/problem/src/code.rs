@@ -37,6 +37,18 @@ impl Code {
     pub const LEGAL_BLOCK: Code = Code(1026);
     /// signpost's own entry for a code the catalog does not have.
     pub const NOT_FOUND: Code = Code(404);
+    /// A request the edge cannot parse: request line, headers or body.
+    pub const BAD_REQUEST: Code = Code(400);
+    /// A method the edge does not forward (CONNECT; TRACE and TRACK unless allowed).
+    pub const METHOD_NOT_ALLOWED: Code = Code(405);
+    /// The client missed the header or body deadline.
+    pub const REQUEST_TIMEOUT: Code = Code(408);
+    /// The request body is over the zone's limit.
+    pub const PAYLOAD_TOO_LARGE: Code = Code(413);
+    /// The request target is over the edge's limit.
+    pub const URI_TOO_LONG: Code = Code(414);
+    /// The header section is over the edge's limits.
+    pub const HEADERS_TOO_LARGE: Code = Code(431);
     /// The edge's own internal error.
     pub const INTERNAL_ERROR: Code = Code(500);
     /// The origin failed in a way no narrower code names.

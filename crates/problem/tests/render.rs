@@ -42,7 +42,7 @@ fn frontmatter(markdown: &str) -> &str {
 /// project's one snapshot tool. `cargo insta review` (or `INSTA_UPDATE=always`) accepts changes.
 #[test]
 fn snapshots() {
-    for code in [1015, 1020, 522, 1001, 404] {
+    for code in [1015, 1020, 522, 1001, 404, 405] {
         let p = problem(code, "example.com", RAY);
         let branding = Branding::default();
         for (format, ext) in [

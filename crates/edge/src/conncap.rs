@@ -1,0 +1,194 @@
+//! The per-client connection cap: one client address (an IPv6 client by its /64) may hold at most
+//! `[connections] max_per_client` connections at once; more are closed as soon as they are
+//! accepted, counted and logged at a bounded rate.
+//!
+//! The cap wraps the edge's Pingora application: `process_new` runs once per connection, for
+//! its whole life, so a guard held across it counts exactly the open connections.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+
+use arc_swap::ArcSwap;
+use async_trait::async_trait;
+use pingora::apps::ServerApp;
+use pingora::protocols::Stream;
+use pingora::server::ShutdownWatch;
+
+use crate::malformed::LogBudget;
+use crate::metrics::Metrics;
+use crate::reload::Loaded;
+
+/// The key connections are counted under: the IPv4 address, or the /64 of an IPv6 address (one
+/// subscriber's usual allocation, so that rotating addresses inside it gains nothing).
+pub fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let bits = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(bits.into())
+            }
+        },
+    }
+}
+
+/// Open connections per client key. An entry exists only while its count is above zero, so the
+/// table holds at most one entry per open connection: bounded by the process's descriptor limit.
+#[derive(Default)]
+pub struct ConnectionTable {
+    open: Mutex<HashMap<IpAddr, u32>>,
+}
+
+impl ConnectionTable {
+    /// Counts a new connection from `key`, unless it already holds `max`.
+    fn try_open(self: &Arc<Self>, key: IpAddr, max: u32) -> Option<Slot> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        let count = open.entry(key).or_insert(0);
+        if *count >= max {
+            if *count == 0 {
+                open.remove(&key);
+            }
+            return None;
+        }
+        *count += 1;
+        Some(Slot {
+            table: self.clone(),
+            key,
+        })
+    }
+
+    /// Connections currently counted for `key`.
+    #[cfg(test)]
+    fn count(&self, key: IpAddr) -> u32 {
+        let open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        open.get(&key).copied().unwrap_or(0)
+    }
+}
+
+/// One counted connection; dropping it uncounts it.
+struct Slot {
+    table: Arc<ConnectionTable>,
+    key: IpAddr,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut open = self.table.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(count) = open.get_mut(&self.key) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                open.remove(&self.key);
+            }
+        }
+    }
+}
+
+/// The edge's application behind the connection cap.
+pub struct Capped<A> {
+    inner: Arc<A>,
+    policy: Arc<ArcSwap<Loaded>>,
+    metrics: Arc<Metrics>,
+    table: Arc<ConnectionTable>,
+    log: LogBudget,
+}
+
+impl<A> Capped<A> {
+    pub fn new(inner: A, policy: Arc<ArcSwap<Loaded>>, metrics: Arc<Metrics>) -> Capped<A> {
+        Capped {
+            inner: Arc::new(inner),
+            policy,
+            metrics,
+            table: Arc::default(),
+            log: LogBudget::default(),
+        }
+    }
+}
+
+#[async_trait]
+impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
+    async fn process_new(
+        self: &Arc<Self>,
+        stream: Stream,
+        shutdown: &ShutdownWatch,
+    ) -> Option<Stream> {
+        let peer = stream
+            .get_socket_digest()
+            .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
+        let _slot = match peer {
+            Some(ip) => {
+                let loaded = self.policy.load();
+                if loaded.policy.is_trusted_proxy(ip) {
+                    // A trusted proxy carries many clients: not capped.
+                    drop(loaded);
+                    return self.inner.process_new(stream, shutdown).await;
+                }
+                let max = loaded.policy.connections().max_per_client;
+                drop(loaded);
+                let key = client_key(ip);
+                match self.table.try_open(key, max) {
+                    Some(slot) => Some(slot),
+                    None => {
+                        self.metrics
+                            .observe_connection_event("too_many_connections");
+                        if self.log.allow() {
+                            tracing::warn!(
+                                client = %key,
+                                max_per_client = max,
+                                suppressed = self.log.take_suppressed(),
+                                "connection refused: the client holds max_per_client connections"
+                            );
+                        }
+                        // Closed unread: answering would cost the reads the cap exists to save.
+                        return None;
+                    }
+                }
+            }
+            // A Unix socket peer has no address to count.
+            None => None,
+        };
+        self.inner.process_new(stream, shutdown).await
+    }
+
+    async fn cleanup(&self) {
+        self.inner.cleanup().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_clients_are_grouped_by_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(client_key(a), client_key(b));
+        assert_ne!(client_key(a), client_key(c));
+        let mapped: IpAddr = "::ffff:198.51.100.7".parse().unwrap();
+        assert_eq!(
+            client_key(mapped),
+            "198.51.100.7".parse::<IpAddr>().unwrap()
+        );
+    }
+
+    #[test]
+    fn the_cap_counts_open_connections_only() {
+        let table = Arc::new(ConnectionTable::default());
+        let key: IpAddr = "192.0.2.1".parse().unwrap();
+        let first = table.try_open(key, 2).unwrap();
+        let second = table.try_open(key, 2).unwrap();
+        assert!(table.try_open(key, 2).is_none());
+        drop(first);
+        let third = table.try_open(key, 2).unwrap();
+        assert_eq!(table.count(key), 2);
+        drop((second, third));
+        assert_eq!(table.count(key), 0);
+        assert!(
+            table.open.lock().unwrap().is_empty(),
+            "no entry outlives its connections"
+        );
+    }
+}

@@ -1,0 +1,813 @@
+//! Connections and requests the edge cannot accept, over raw sockets against the real binary:
+//! deadlines, pipelining, CONNECT/TRACE, bodies that cannot be parsed or are too large.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::*;
+
+const JSON: &str = "Accept: application/json\r\n";
+
+/// Reads until the peer closes the connection (or `within` passes); returns what arrived and
+/// whether it was closed.
+fn read_to_close(stream: &mut TcpStream, within: Duration) -> (Vec<u8>, bool) {
+    let deadline = Instant::now() + within;
+    let mut out = Vec::new();
+    let mut buf = [0u8; 8192];
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return (out, false);
+        }
+        stream.set_read_timeout(Some(left)).unwrap();
+        match stream.read(&mut buf) {
+            Ok(0) => return (out, true),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return (out, true),
+            Err(_) => return (out, false),
+        }
+    }
+}
+
+/// A problem answer in JSON: status, code, non-retryable, with a ray id in header and body.
+fn assert_json_problem(resp: &RawResponse, status: u16) -> Value {
+    assert_eq!(
+        resp.status,
+        status,
+        "{}",
+        String::from_utf8_lossy(&resp.body)
+    );
+    assert!(
+        resp.header("content-type")
+            .is_some_and(|t| t.starts_with("application/json")),
+        "{:?}",
+        resp.headers
+    );
+    let body: Value = serde_json::from_slice(&resp.body).expect("a JSON problem");
+    assert_eq!(body["status"], status);
+    assert_eq!(body["error_code"], status);
+    assert_eq!(body["retryable"], false);
+    let ray = resp.header("cf-ray").expect("a ray id header");
+    assert_eq!(body["ray_id"], ray);
+    assert!(
+        body["what_you_should_do"]
+            .as_str()
+            .unwrap()
+            .starts_with("**Do not retry"),
+        "{body}"
+    );
+    body
+}
+
+fn connect(edge: &Edge) -> TcpStream {
+    TcpStream::connect(edge.addr).unwrap()
+}
+
+#[test]
+fn trace_and_track_are_refused_and_never_forwarded() {
+    let (origin, edge) = echo_edge("conn-trace", "", "", &[]);
+    for method in ["TRACE", "TRACK"] {
+        let mut s = connect(&edge);
+        let req = format!(
+            "{method} / HTTP/1.1\r\nHost: example.com\r\nCookie: session=secret\r\n{JSON}\r\n"
+        );
+        let resp = raw_exchange(&mut s, req.as_bytes());
+        let body = assert_json_problem(&resp, 405);
+        assert_eq!(body["error_name"], "method_not_allowed");
+        // The connection stays usable: the next request is proxied.
+        let next = raw_exchange(&mut s, b"GET /after HTTP/1.1\r\nHost: example.com\r\n\r\n");
+        assert_eq!(next.status, 200);
+    }
+    assert_eq!(origin.received(), 2, "only the two GETs reached the origin");
+}
+
+#[test]
+fn a_zone_can_allow_trace() {
+    let (origin, edge) = echo_edge("conn-trace-allowed", "", "allow_trace = true", &[]);
+    let mut s = connect(&edge);
+    let resp = raw_exchange(&mut s, b"TRACE / HTTP/1.1\r\nHost: example.com\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    assert_eq!(origin.received(), 1);
+}
+
+#[test]
+fn connect_gets_a_negotiated_problem() {
+    let (origin, edge) = echo_edge("conn-connect", "", "", &[]);
+    let mut s = connect(&edge);
+    let resp = raw_exchange(
+        &mut s,
+        format!("CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n{JSON}\r\n")
+            .as_bytes(),
+    );
+    assert_json_problem(&resp, 405);
+    assert_eq!(resp.header("connection"), Some("close"));
+    // Without an Accept, the contract's default: HTML.
+    let mut s = connect(&edge);
+    let resp = raw_exchange(
+        &mut s,
+        b"CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n",
+    );
+    assert_eq!(resp.status, 405);
+    assert!(
+        resp.header("content-type")
+            .unwrap()
+            .starts_with("text/html")
+    );
+    assert!(resp.header("cf-ray").is_some());
+    assert_eq!(origin.received(), 0);
+}
+
+#[test]
+fn a_bad_chunked_body_is_400_not_retryable() {
+    let (origin, edge) = echo_edge("conn-bad-chunk", "", "", &[]);
+    for chunk in ["zz", "-5", "fffffffffffffffffffffff"] {
+        let mut s = connect(&edge);
+        let req = format!(
+            "POST /upload HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n{JSON}\r\n\
+             {chunk}\r\nhello\r\n0\r\n\r\n"
+        );
+        let resp = raw_exchange(&mut s, req.as_bytes());
+        let body = assert_json_problem(&resp, 400);
+        assert_eq!(body["error_name"], "bad_request", "chunk size {chunk}");
+        assert!(body.get("retry_after").is_none());
+    }
+    assert_eq!(
+        origin.received(),
+        0,
+        "the origin saw a request with a bad body"
+    );
+    let metrics = reqwest::blocking::get(format!("http://{}/metrics", edge.admin))
+        .unwrap()
+        .text()
+        .unwrap();
+    assert!(
+        metrics.contains(r#"status="400",error_code="400""#),
+        "{metrics}"
+    );
+}
+
+#[test]
+fn bodies_over_the_zone_limit_are_413() {
+    let (origin, edge) = echo_edge("conn-413", "", "max_body_size = \"1KiB\"", &[]);
+    // Declared up front: refused before a byte of the body is read.
+    let mut s = connect(&edge);
+    let req = format!("POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 5000\r\n{JSON}\r\n");
+    let resp = raw_exchange(&mut s, req.as_bytes());
+    assert_json_problem(&resp, 413);
+    assert_eq!(resp.header("connection"), Some("close"));
+    // Chunked: counted as it streams.
+    let mut s = connect(&edge);
+    let chunk = "x".repeat(600);
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n{JSON}\r\n\
+         258\r\n{chunk}\r\n258\r\n{chunk}\r\n0\r\n\r\n"
+    );
+    let resp = raw_exchange(&mut s, req.as_bytes());
+    assert_json_problem(&resp, 413);
+    // At the limit: proxied.
+    let mut s = connect(&edge);
+    let body = "y".repeat(1024);
+    let req = format!("POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 1024\r\n\r\n{body}");
+    let resp = raw_exchange(&mut s, req.as_bytes());
+    assert_eq!(resp.status, 200);
+    let _ = origin;
+}
+
+#[test]
+fn an_idle_keepalive_connection_is_closed_within_its_timeout() {
+    let (_origin, edge) = echo_edge("conn-idle", "[connections]\nidle_timeout = \"2s\"", "", &[]);
+    let mut s = connect(&edge);
+    let resp = raw_exchange(&mut s, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    let idle_from = Instant::now();
+    let (rest, closed) = read_to_close(&mut s, Duration::from_secs(10));
+    let held = idle_from.elapsed();
+    eprintln!("idle keep-alive connection (idle_timeout 2s) closed after {held:?}");
+    assert!(closed, "an idle connection was still open after 10 s");
+    assert!(rest.is_empty(), "nothing is sent on an idle close");
+    assert!(
+        held >= Duration::from_millis(1500) && held <= Duration::from_secs(3),
+        "closed after {held:?}, want 2 s (+1 s)"
+    );
+}
+
+#[test]
+fn pipelined_requests_are_answered_in_order() {
+    let top = "[[custom_rule]]\nid = \"no-admin\"\naction = \"block\"\n\
+               expression = 'http.request.uri.path eq \"/admin\"'";
+    let (origin, edge) = echo_edge("conn-pipeline", top, "", &[]);
+    let mut s = connect(&edge);
+    // Proxied, refused by the policy (1020), the error page (404 of the catalog), proxied again.
+    let batch = "GET /one HTTP/1.1\r\nHost: example.com\r\n\r\n\
+                 GET /admin HTTP/1.1\r\nHost: example.com\r\nAccept: application/json\r\n\r\n\
+                 POST /two HTTP/1.1\r\nHost: example.com\r\nContent-Length: 3\r\n\r\nabc\
+                 GET /cdn-cgi/error/9999 HTTP/1.1\r\nHost: example.com\r\n\r\n\
+                 GET /three HTTP/1.1\r\nHost: example.com\r\n\r\n";
+    s.write_all(batch.as_bytes()).unwrap();
+    let mut responses = read_responses(&mut s, 5).into_iter();
+    let mut next = || responses.next().unwrap();
+    let first = next();
+    assert_eq!(first.status, 200);
+    let echo: Value = serde_json::from_slice(&first.body).unwrap();
+    assert_eq!(echo["path"], "/one");
+    let second = next();
+    let problem = assert_json_problem_any(&second, 403);
+    assert_eq!(problem["error_code"], 1020);
+    let third = next();
+    let echo: Value = serde_json::from_slice(&third.body).unwrap();
+    assert_eq!(
+        (echo["path"].as_str(), echo["body"].as_str()),
+        (Some("/two"), Some("abc"))
+    );
+    let fourth = next();
+    assert_eq!(
+        fourth.status,
+        404,
+        "{}",
+        String::from_utf8_lossy(&fourth.body)
+    );
+    let fifth = next();
+    let echo: Value = serde_json::from_slice(&fifth.body).unwrap();
+    assert_eq!(echo["path"], "/three");
+    assert_eq!(origin.received(), 3);
+}
+
+/// Reads `n` Content-Length framed responses off one connection, in order (several may arrive
+/// in one read).
+fn read_responses(stream: &mut TcpStream, n: usize) -> Vec<RawResponse> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut buf = Vec::new();
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 8192];
+    while out.len() < n {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut parsed = httparse::Response::new(&mut headers);
+        if let Ok(httparse::Status::Complete(head_len)) = parsed.parse(&buf) {
+            let headers: Vec<(String, String)> = parsed
+                .headers
+                .iter()
+                .map(|h| {
+                    (
+                        h.name.to_string(),
+                        String::from_utf8_lossy(h.value).into_owned(),
+                    )
+                })
+                .collect();
+            let length: usize = headers
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+                .map(|(_, v)| v.parse().unwrap())
+                .expect("a Content-Length");
+            if buf.len() >= head_len + length {
+                out.push(RawResponse {
+                    status: parsed.code.unwrap(),
+                    headers,
+                    body: buf[head_len..head_len + length].to_vec(),
+                });
+                buf.drain(..head_len + length);
+                continue;
+            }
+        }
+        let got = stream.read(&mut chunk).expect("reading responses");
+        assert!(got > 0, "closed after {} of {n} responses", out.len());
+        buf.extend_from_slice(&chunk[..got]);
+    }
+    assert!(buf.is_empty(), "bytes after the last response");
+    out
+}
+
+/// A JSON problem of any code with this status.
+fn assert_json_problem_any(resp: &RawResponse, status: u16) -> Value {
+    assert_eq!(
+        resp.status,
+        status,
+        "{}",
+        String::from_utf8_lossy(&resp.body)
+    );
+    serde_json::from_slice(&resp.body).expect("a JSON problem")
+}
+
+#[test]
+fn a_long_url_is_414_and_huge_headers_431() {
+    let (origin, edge) = echo_edge("conn-414", "", "", &[]);
+    let mut s = connect(&edge);
+    let long = "a".repeat(20 * 1024);
+    let resp = raw_exchange(
+        &mut s,
+        format!("GET /{long} HTTP/1.1\r\nHost: example.com\r\n{JSON}\r\n").as_bytes(),
+    );
+    assert_json_problem(&resp, 414);
+    let mut s = connect(&edge);
+    let cookie = "c".repeat(40 * 1024);
+    let resp = raw_exchange(
+        &mut s,
+        format!("GET / HTTP/1.1\r\nHost: example.com\r\nCookie: {cookie}\r\n{JSON}\r\n").as_bytes(),
+    );
+    assert_json_problem(&resp, 431);
+    assert_eq!(origin.received(), 0);
+}
+
+#[test]
+fn a_good_chunked_body_reaches_the_origin_whole() {
+    let (origin, edge) = echo_edge("conn-good-chunk", "", "", &[]);
+    let mut s = connect(&edge);
+    // The first chunk arrives with the head (pre-read and replayed), the rest later (streamed).
+    s.write_all(
+        b"POST /up HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+    )
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let resp = raw_exchange(&mut s, b"7\r\n, world\r\n0\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    let echo: Value = serde_json::from_slice(&resp.body).unwrap();
+    assert_eq!(echo["body"], "hello, world");
+    assert_eq!(origin.received(), 1);
+}
+
+/// Sends `request` (ignoring a write cut short by the edge closing first), then reads one
+/// response and expects the connection to close after it.
+fn refused_exchange(edge: &Edge, request: &[u8]) -> RawResponse {
+    let mut s = connect(edge);
+    let mut writer = s.try_clone().unwrap();
+    let request = request.to_vec();
+    let sender = std::thread::spawn(move || {
+        let _ = writer.write_all(&request);
+    });
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(10));
+    let _ = sender.join();
+    assert!(
+        closed,
+        "the connection stays open after an unreadable request"
+    );
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut parsed = httparse::Response::new(&mut headers);
+    let head_len = match parsed.parse(&bytes) {
+        Ok(httparse::Status::Complete(n)) => n,
+        other => panic!(
+            "no whole response ({other:?}): {:?}",
+            String::from_utf8_lossy(&bytes)
+        ),
+    };
+    RawResponse {
+        status: parsed.code.unwrap(),
+        headers: parsed
+            .headers
+            .iter()
+            .map(|h| {
+                (
+                    h.name.to_string(),
+                    String::from_utf8_lossy(h.value).into_owned(),
+                )
+            })
+            .collect(),
+        body: bytes[head_len..].to_vec(),
+    }
+}
+
+#[test]
+fn unreadable_requests_get_the_contract() {
+    let (origin, edge) = echo_edge("conn-malformed", "", "", &[]);
+    let start = "GET / HTTP/1.1\r\nHost: example.com\r\nAccept: application/json\r\n";
+    let many_headers: String = (0..10_000).map(|i| format!("X-H{i}: v\r\n")).collect();
+    let cases: Vec<(&str, String, u16)> = vec![
+        ("no colon", format!("{start}no colon here\r\n\r\n"), 400),
+        (
+            "control character",
+            format!("{start}X-A: a\x01b\r\n\r\n"),
+            400,
+        ),
+        ("obs-fold", format!("{start}X-A: a\r\n folded\r\n\r\n"), 400),
+        (
+            "two Content-Lengths",
+            format!(
+                "POST / HTTP/1.1\r\nHost: example.com\r\n{JSON}Content-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"
+            ),
+            400,
+        ),
+        (
+            "invalid Content-Length",
+            format!(
+                "POST / HTTP/1.1\r\nHost: example.com\r\n{JSON}Content-Length: 5x\r\n\r\nhello"
+            ),
+            400,
+        ),
+        (
+            "xchunked",
+            format!(
+                "POST / HTTP/1.1\r\nHost: example.com\r\n{JSON}Transfer-Encoding: xchunked\r\n\r\n"
+            ),
+            400,
+        ),
+        (
+            "URL over 64 KiB",
+            format!(
+                "GET /{} HTTP/1.1\r\nHost: example.com\r\nAccept: application/json\r\n\r\n",
+                "a".repeat(70 * 1024)
+            ),
+            414,
+        ),
+        ("10,000 headers", format!("{start}{many_headers}\r\n"), 431),
+        (
+            "1 MB header block",
+            format!("{start}X-Big: {}\r\n\r\n", "b".repeat(1024 * 1024)),
+            431,
+        ),
+    ];
+    for (name, request, status) in &cases {
+        let resp = refused_exchange(&edge, request.as_bytes());
+        assert_eq!(resp.status, *status, "{name}");
+        let body = assert_json_problem(&resp, *status);
+        assert_eq!(body["zone"], "example.com", "{name}");
+        assert_eq!(resp.header("connection"), Some("close"), "{name}");
+    }
+    // Without an Accept line (or before one arrived whole): HTML, the contract's default.
+    for request in [
+        &b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"[..],
+        b"GET / HTTP/1.1\r\nHost: example.com\r\nbroken\r\n\r\n",
+    ] {
+        let resp = refused_exchange(&edge, request);
+        assert_eq!(resp.status, 400);
+        let content_type = resp.header("content-type").unwrap();
+        assert!(
+            content_type.starts_with("text/html"),
+            "{content_type} for {:?}",
+            String::from_utf8_lossy(request)
+        );
+        assert_eq!(resp.header("cf-ray").map(str::len), Some(16));
+        let html = String::from_utf8(resp.body).unwrap();
+        assert!(html.contains("Error 400"), "{html}");
+    }
+    assert_eq!(origin.received(), 0);
+    let metrics = reqwest::blocking::get(format!("http://{}/metrics", edge.admin))
+        .unwrap()
+        .text()
+        .unwrap();
+    let malformed = metrics
+        .lines()
+        .find(|l| l.starts_with("signpost_connection_events_total{event=\"malformed\"}"))
+        .unwrap_or_else(|| panic!("no malformed counter in\n{metrics}"));
+    assert!(
+        malformed.ends_with(&format!(" {}", cases.len() + 2)),
+        "{malformed}"
+    );
+}
+
+#[test]
+fn a_trickled_header_is_cut_at_the_header_deadline() {
+    let (origin, edge) = echo_edge(
+        "conn-trickle",
+        "[connections]\nheader_timeout = \"2s\"",
+        "",
+        &[],
+    );
+    let mut s = connect(&edge);
+    let started = Instant::now();
+    let mut writer = s.try_clone().unwrap();
+    let trickler = std::thread::spawn(move || {
+        // The Accept line arrives whole in under a second, then a header that never ends.
+        let head = b"GET / HTTP/1.1\r\nAccept: application/json\r\nX-Slow: ";
+        for byte in head.iter().chain(&[b'z'; 400]) {
+            if writer.write_all(&[*byte]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(15));
+    let held = started.elapsed();
+    let _ = trickler.join();
+    eprintln!("trickled header (header_timeout 2s) cut after {held:?}");
+    assert!(closed, "a trickled header was still held after 15 s");
+    assert!(
+        held >= Duration::from_millis(1800) && held <= Duration::from_secs(3),
+        "cut after {held:?}, want 2 s (+1 s)"
+    );
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        text.contains("\"error_code\":408"),
+        "an Accept line had arrived: {text}"
+    );
+    // A connection that sends nothing at all is closed at the deadline, silently.
+    let mut idle = connect(&edge);
+    let started = Instant::now();
+    let (bytes, closed) = read_to_close(&mut idle, Duration::from_secs(15));
+    assert!(closed && bytes.is_empty(), "{bytes:?}");
+    assert!(
+        started.elapsed() <= Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(origin.received(), 0);
+}
+
+/// Counts the edge's open descriptors (Linux), for the figures of the slowloris test.
+fn open_descriptors(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+fn counter(edge: &Edge, event: &str) -> u64 {
+    let metrics = reqwest::blocking::get(format!("http://{}/metrics", edge.admin))
+        .unwrap()
+        .text()
+        .unwrap();
+    let prefix = format!("signpost_connection_events_total{{event=\"{event}\"}} ");
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .map_or(0, |v| v.parse().unwrap())
+}
+
+#[test]
+fn one_client_cannot_hold_more_than_its_connections() {
+    let (_origin, edge) = echo_edge("conn-cap", "[connections]\nmax_per_client = 5", "", &[]);
+    let mut held: Vec<TcpStream> = (0..5).map(|_| connect(&edge)).collect();
+    for s in &mut held {
+        s.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let mut sixth = connect(&edge);
+    let _ = sixth.write_all(b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
+    let (bytes, closed) = read_to_close(&mut sixth, Duration::from_secs(5));
+    assert!(
+        closed && bytes.is_empty(),
+        "the sixth connection was served"
+    );
+    assert_eq!(counter(&edge, "too_many_connections"), 1);
+    // One held connection ends: a new one is served again.
+    drop(held.pop());
+    std::thread::sleep(Duration::from_millis(300));
+    let mut again = connect(&edge);
+    let resp = raw_exchange(&mut again, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
+    assert_eq!(resp.status, 200);
+}
+
+/// Soft descriptor limit of this process, from /proc.
+fn descriptor_limit() -> u64 {
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap();
+    limits
+        .lines()
+        .find(|l| l.starts_with("Max open files"))
+        .and_then(|l| l.split_whitespace().nth(3))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_thousand_slow_clients_do_not_hold_the_edge() {
+    const SLOW: usize = 1000;
+    assert!(
+        descriptor_limit() >= 2 * SLOW as u64 + 500,
+        "this test needs `ulimit -n` of at least {} (it is {})",
+        2 * SLOW + 500,
+        descriptor_limit()
+    );
+    let (origin, edge) = echo_edge(
+        "conn-slowloris",
+        "[connections]\nheader_timeout = \"6s\"\nmax_per_client = 5000",
+        "",
+        &[],
+    );
+    let baseline = open_descriptors(edge.pid());
+    // Slowloris: every client sends the start of a header, then one more byte a second.
+    let mut slow: Vec<TcpStream> = (0..SLOW)
+        .map(|_| {
+            let mut s = connect(&edge);
+            s.write_all(b"GET / HTTP/1.1\r\nHost: example.com\r\nX-a: ")
+                .unwrap();
+            s
+        })
+        .collect();
+    let opened = Instant::now();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let trickle_stop = stop.clone();
+    let mut writers: Vec<TcpStream> = slow.iter().map(|s| s.try_clone().unwrap()).collect();
+    let trickler = std::thread::spawn(move || {
+        while !trickle_stop.load(std::sync::atomic::Ordering::Relaxed) {
+            for w in &mut writers {
+                let _ = w.write_all(b"a");
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    let held = open_descriptors(edge.pid());
+    // Normal requests meanwhile, each on a new connection.
+    let mut latencies = Vec::new();
+    while opened.elapsed() < Duration::from_secs(4) {
+        let started = Instant::now();
+        let mut s = connect(&edge);
+        let resp = raw_exchange(&mut s, b"GET /ok HTTP/1.1\r\nHost: example.com\r\n\r\n");
+        assert_eq!(resp.status, 200);
+        latencies.push(started.elapsed());
+    }
+    latencies.sort();
+    let p99 = latencies[(latencies.len() * 99).div_ceil(100) - 1];
+    let p50 = latencies[latencies.len() / 2];
+    eprintln!(
+        "slowloris: {SLOW} slow clients, {} normal requests, p50 {p50:?}, p99 {p99:?}; \
+         edge descriptors {baseline} before, {held} while held",
+        latencies.len()
+    );
+    assert!(p99 < Duration::from_secs(1), "p99 {p99:?} under slowloris");
+    // At the header deadline every slow client is cut (408), and its descriptor freed.
+    let mut cut = 0;
+    for s in &mut slow {
+        let left = Duration::from_secs(10).saturating_sub(opened.elapsed());
+        let (bytes, closed) = read_to_close(s, left.max(Duration::from_millis(100)));
+        if closed && bytes.starts_with(b"HTTP/1.1 408") {
+            cut += 1;
+        }
+    }
+    let cut_after = opened.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = trickler.join();
+    assert_eq!(cut, SLOW, "slow clients still held after {cut_after:?}");
+    assert!(
+        cut_after < Duration::from_secs(8),
+        "cut after {cut_after:?}"
+    );
+    drop(slow);
+    std::thread::sleep(Duration::from_millis(300));
+    let after = open_descriptors(edge.pid());
+    eprintln!("slowloris: all cut after {cut_after:?}; edge descriptors {after} after");
+    assert!(after < baseline + 50, "{after} descriptors still open");
+    assert!(counter(&edge, "header_timeout") >= SLOW as u64);
+    assert!(origin.received() >= latencies.len());
+}
+
+#[test]
+fn a_trusted_proxy_is_not_capped() {
+    let (_origin, edge) = echo_edge(
+        "conn-cap-trusted",
+        "[connections]\nmax_per_client = 2\n[client_ip]\ntrusted_proxies = [\"127.0.0.0/8\"]",
+        "",
+        &[],
+    );
+    let held: Vec<TcpStream> = (0..4).map(|_| connect(&edge)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let mut fifth = connect(&edge);
+    let resp = raw_exchange(&mut fifth, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
+    assert_eq!(resp.status, 200);
+    assert_eq!(counter(&edge, "too_many_connections"), 0);
+    drop(held);
+}
+
+#[test]
+fn a_trickled_or_stalled_body_is_408() {
+    let (_origin, edge) = echo_edge(
+        "conn-body-slow",
+        "[connections]\nbody_timeout = \"2s\"\nbody_min_rate = \"1KiB/s\"",
+        "",
+        &[],
+    );
+    // Trickled: a byte every 200 ms is progress, but far below 1 KiB/s.
+    let mut s = connect(&edge);
+    let started = Instant::now();
+    let mut writer = s.try_clone().unwrap();
+    let trickler = std::thread::spawn(move || {
+        let head = format!(
+            "POST /up HTTP/1.1\r\nHost: example.com\r\nContent-Length: 100000\r\n{JSON}\r\n"
+        );
+        if writer.write_all(head.as_bytes()).is_err() {
+            return;
+        }
+        for _ in 0..100 {
+            std::thread::sleep(Duration::from_millis(200));
+            if writer.write_all(b"x").is_err() {
+                return;
+            }
+        }
+    });
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(15));
+    let held = started.elapsed();
+    let _ = trickler.join();
+    let text = String::from_utf8_lossy(&bytes);
+    eprintln!("trickled body (body_timeout 2s, body_min_rate 1KiB/s) cut after {held:?}");
+    assert!(closed, "a trickled body was still held after 15 s");
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("\"error_code\":408"), "{text}");
+    assert!(held < Duration::from_secs(4), "cut after {held:?}");
+    // Stalled: part of the body, then nothing.
+    let mut s = connect(&edge);
+    let started = Instant::now();
+    s.write_all(
+        format!("POST /up HTTP/1.1\r\nHost: example.com\r\nContent-Length: 10\r\n{JSON}\r\nabc")
+            .as_bytes(),
+    )
+    .unwrap();
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(15));
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(closed && text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert!(counter(&edge, "body_timeout") >= 1);
+}
+
+#[test]
+fn content_length_with_chunked_is_read_as_chunked_and_closed() {
+    let (origin, edge) = echo_edge("conn-smuggle", "", "", &[]);
+    let mut s = connect(&edge);
+    s.write_all(
+        b"POST /a HTTP/1.1\r\nHost: example.com\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n\
+          5\r\nhello\r\n0\r\n\r\nGET /smuggled HTTP/1.1\r\nHost: example.com\r\n\r\n",
+    )
+    .unwrap();
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(10));
+    assert!(closed, "the connection stayed open after CL+TE");
+    let text = String::from_utf8_lossy(&bytes);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("\"body\":\"hello\""), "{text}");
+    assert!(!text.contains("smuggled"), "{text}");
+    assert_eq!(origin.received(), 1);
+}
+
+#[test]
+fn expect_100_continue_still_works() {
+    let (_origin, edge) = echo_edge("conn-continue", "", "", &[]);
+    let mut s = connect(&edge);
+    s.write_all(
+        b"POST /c HTTP/1.1\r\nHost: example.com\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n",
+    )
+    .unwrap();
+    // As curl does: wait up to a second for the interim answer, then send the body anyway.
+    let (interim, _) = read_to_close(&mut s, Duration::from_secs(1));
+    let interim = String::from_utf8_lossy(&interim).into_owned();
+    assert!(
+        interim.is_empty()
+            || (interim.starts_with("HTTP/1.1 100") && interim.ends_with("\r\n\r\n")),
+        "{interim:?}"
+    );
+    let resp = raw_exchange(&mut s, b"hello");
+    assert_eq!(resp.status, 200);
+    let echo: Value = serde_json::from_slice(&resp.body).unwrap();
+    assert_eq!(echo["body"], "hello");
+}
+
+#[test]
+fn websocket_upgrades_still_pass_through() {
+    // An origin that answers an upgrade with 101 and then echoes raw bytes back.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin_addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((mut conn, _)) = listener.accept() else {
+            return;
+        };
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            if conn.read(&mut byte).unwrap_or(0) == 0 {
+                return;
+            }
+            head.push(byte[0]);
+        }
+        let _ = conn.write_all(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
+        );
+        let mut buf = [0u8; 1024];
+        while let Ok(n) = conn.read(&mut buf) {
+            if n == 0 || conn.write_all(&buf[..n]).is_err() {
+                return;
+            }
+        }
+    });
+    let o = origin_addr.to_string();
+    let edge = Edge::start("conn-ws", |l, a| policy(l, a, &o, "", ""), &[]);
+    let mut s = connect(&edge);
+    s.write_all(
+        b"GET /ws HTTP/1.1\r\nHost: example.com\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+    )
+    .unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !got.ends_with(b"\r\n\r\n") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed: {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        got.starts_with(b"HTTP/1.1 101"),
+        "{:?}",
+        String::from_utf8_lossy(&got)
+    );
+    s.write_all(b"ping over the tunnel").unwrap();
+    let mut echoed = Vec::new();
+    while echoed.len() < 20 {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "tunnel closed");
+        echoed.extend_from_slice(&buf[..n]);
+    }
+    assert_eq!(echoed, b"ping over the tunnel");
+}
