@@ -78,6 +78,7 @@ pub(crate) struct ZoneFile {
     pub connect_timeout: Option<Spanned<String>>,
     pub read_timeout: Option<Spanned<String>>,
     pub write_timeout: Option<Spanned<String>>,
+    pub markdown: Option<crate::markdown::MarkdownFile>,
 }
 
 /// Fields every rule shares.

@@ -64,6 +64,7 @@ mod geo;
 mod host;
 mod ipset;
 mod iso;
+mod markdown;
 mod path;
 mod policy;
 mod ratelimit;
@@ -76,6 +77,7 @@ pub use expr::{
     Expression, ExpressionError, MAX_EXPRESSION_LEN, MAX_NESTING, MAX_REGEX_SIZE, ParsedExpression,
 };
 pub use host::normalize_host;
+pub use markdown::{DEFAULT_MARKDOWN_MAX_BYTES, MAX_MARKDOWN_MAX_BYTES, MarkdownConfig};
 pub use policy::{
     BrandingConfig, DEFAULT_ADMIN, DEFAULT_CONNECT_TIMEOUT, DEFAULT_LISTEN, DEFAULT_READ_TIMEOUT,
     DEFAULT_WRITE_TIMEOUT, Listener, Origin, TlsFiles, Zone,

@@ -78,6 +78,8 @@ pub struct Zone {
     pub read_timeout: Duration,
     /// Time to send the request to the origin.
     pub write_timeout: Duration,
+    /// `[zone.markdown]`: origin HTML converted to Markdown for agents.
+    pub markdown: crate::markdown::MarkdownConfig,
     pub(crate) patterns: Vec<(HostPattern, std::ops::Range<usize>)>,
 }
 
@@ -371,6 +373,7 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
         let connect_timeout = duration(d, z.connect_timeout.as_ref(), DEFAULT_CONNECT_TIMEOUT);
         let read_timeout = duration(d, z.read_timeout.as_ref(), DEFAULT_READ_TIMEOUT);
         let write_timeout = duration(d, z.write_timeout.as_ref(), DEFAULT_WRITE_TIMEOUT);
+        let markdown = crate::markdown::compile(d, z.markdown.as_ref());
         if let Some(origin) = origin {
             zones.push(Zone {
                 name: name.into(),
@@ -379,6 +382,7 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
                 connect_timeout,
                 read_timeout,
                 write_timeout,
+                markdown,
                 patterns,
             });
         }
