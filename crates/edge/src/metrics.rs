@@ -43,6 +43,8 @@ pub struct Metrics {
     policy_generation: Gauge<u64, AtomicU64>,
     /// The zone label of requests no zone served.
     no_zone: Arc<str>,
+    /// Origin HTML converted to Markdown.
+    pub markdown: crate::markdown::MarkdownMetrics,
 }
 
 impl Metrics {
@@ -81,7 +83,9 @@ impl Metrics {
             "How many policies this process has loaded",
             policy_generation.clone(),
         );
+        let markdown = crate::markdown::MarkdownMetrics::register(&mut registry);
         Metrics {
+            markdown,
             registry,
             requests,
             upstream_latency,
