@@ -11,6 +11,8 @@ mod cli;
 mod contract;
 // Hostile Host values that must still give valid JSON, YAML and escaped HTML.
 mod hostile;
+// Origin HTML converted to Markdown: real pages, encodings, charsets, fallbacks, HEAD, a corpus.
+mod markdown;
 // Origins that refuse, hang, close or babble: 521, 524, 520, 1016.
 mod origin_failures;
 // Running it: live reload under load, metrics, health, graceful shutdown, JSON logs.

@@ -111,6 +111,10 @@ fn visit(
     let tag = tag.as_str();
 
     let dropped = DROPPED.contains(&tag)
+        || el.has_attribute("hidden")
+        || el
+            .get_attribute("aria-hidden")
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
         || (matches!(tag, "header" | "footer") && state.content_depth.get() == 0)
         || (tag == "script"
             && !el
@@ -170,7 +174,7 @@ mod tests {
     fn drops_chrome_and_scripts_but_keeps_json_ld_and_article_headers() {
         let html = r#"<html><head><script>alert(1)</script><style>p{}</style>
             <script type="application/ld+json">{"a":1}</script></head><body>
-            <header>site header</header><nav>menu</nav>
+            <header>site header</header><nav>menu</nav><div hidden>cookie banner</div>
             <article><header><h1>Title</h1></header><p onclick="x" class="c">Text</p></article>
             <footer>site footer</footer></body></html>"#;
         let out = run(html, &limits()).unwrap();
@@ -179,6 +183,7 @@ mod tests {
         assert!(out.contains(r#"<script type="application/ld+json">{"a":1}</script>"#));
         assert!(!out.contains("site header"));
         assert!(!out.contains("menu"));
+        assert!(!out.contains("cookie banner"));
         assert!(!out.contains("site footer"));
         assert!(out.contains("<header><h1>Title</h1></header>"));
         assert!(out.contains("<p>Text</p>"));
