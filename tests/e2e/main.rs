@@ -17,6 +17,8 @@ mod hostile;
 mod flood;
 // Fleet-scope rate limits: three edges, one real redis-server.
 mod fleet;
+// Origin HTML converted to Markdown: real pages, encodings, charsets, fallbacks, HEAD, a corpus.
+mod markdown;
 // Origins that refuse, hang, close or babble: 521, 524, 520, 1016.
 mod origin_failures;
 // Running it: live reload under load, metrics, health, graceful shutdown, JSON logs.

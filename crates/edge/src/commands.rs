@@ -92,6 +92,51 @@ pub fn codes() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `signpost markdown <file|->`: the Markdown the edge would send for this page, and the
+/// token counts of both.
+pub fn markdown(file: &Path, url: Option<&str>, max_bytes: usize) -> anyhow::Result<()> {
+    let html = if file.as_os_str() == "-" {
+        let mut buf = Vec::new();
+        std::io::stdin()
+            .lock()
+            .take(max_bytes as u64 + 1)
+            .read_to_end(&mut buf)?;
+        buf
+    } else {
+        std::fs::read(file).with_context(|| format!("reading {}", file.display()))?
+    };
+    if let Some(url) = url {
+        url::Url::parse(url).with_context(|| format!("--url {url:?} is not an absolute URL"))?;
+    }
+    let limits = signpost_markdown::Limits {
+        max_bytes,
+        ..signpost_markdown::Limits::default()
+    };
+    let source = signpost_markdown::Source {
+        body: &html,
+        content_type: None,
+        content_encoding: None,
+    };
+    let markdown = signpost_markdown::convert(&source, url, &limits)
+        .map_err(|e| anyhow::anyhow!("not converted (the edge would send the HTML): {e}"))?;
+    let bpe = tiktoken_rs::cl100k_base().context("loading the cl100k_base tokenizer")?;
+    let html_text = signpost_markdown::to_utf8(&html, None);
+    let html_tokens = bpe.encode_with_special_tokens(&html_text).len();
+    let md_tokens = bpe.encode_with_special_tokens(&markdown).len();
+    std::io::stdout().lock().write_all(markdown.as_bytes())?;
+    let saved = if html_tokens > 0 {
+        100.0 * (1.0 - md_tokens as f64 / html_tokens as f64)
+    } else {
+        0.0
+    };
+    eprintln!(
+        "html: {} bytes, {html_tokens} tokens; markdown: {} bytes, {md_tokens} tokens ({saved:.1}% fewer tokens)",
+        html.len(),
+        markdown.len()
+    );
+    Ok(())
+}
+
 /// Cloudflare's own measurement of its 1015 responses (bytes, cl100k_base tokens).
 const CLOUDFLARE_1015: [(&str, usize, usize); 3] = [
     ("html", 46_645, 14_252),

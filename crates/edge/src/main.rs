@@ -9,6 +9,7 @@ mod conncap;
 mod facts;
 mod fleet;
 mod malformed;
+mod markdown;
 mod metrics;
 mod origin;
 mod pipeline;
@@ -61,6 +62,18 @@ enum Command {
     Codes,
     /// Bytes and cl100k_base tokens of every code in each format.
     Tokens,
+    /// Convert an HTML page as a zone with `[zone.markdown]` would: the Markdown on stdout, the
+    /// page's and the Markdown's bytes and cl100k_base tokens on stderr.
+    Markdown {
+        /// The HTML file, or `-` for standard input.
+        file: PathBuf,
+        /// The page's URL: relative links and images are made absolute against it.
+        #[arg(long)]
+        url: Option<String>,
+        /// The cap on the page's size, as the zone's `max_bytes`.
+        #[arg(long, default_value_t = signpost_policy::DEFAULT_MARKDOWN_MAX_BYTES)]
+        max_bytes: usize,
+    },
     /// Exit 0 when the admin listener answers `/healthz` (the Docker HEALTHCHECK).
     Health {
         /// The health endpoint to ask.
@@ -109,6 +122,11 @@ fn main() -> ExitCode {
         Command::Render { code, accept, host } => commands::render(&code, &accept, &host),
         Command::Codes => commands::codes(),
         Command::Tokens => commands::tokens(),
+        Command::Markdown {
+            file,
+            url,
+            max_bytes,
+        } => commands::markdown(&file, url.as_deref(), max_bytes),
         Command::Health { url } => return commands::health(&url),
     };
     match result {

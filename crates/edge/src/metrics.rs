@@ -81,6 +81,8 @@ pub struct Metrics {
     fleet_latency: Histogram,
     /// The zone label of requests no zone served.
     no_zone: Arc<str>,
+    /// Origin HTML converted to Markdown.
+    pub markdown: crate::markdown::MarkdownMetrics,
 }
 
 impl Metrics {
@@ -161,7 +163,9 @@ impl Metrics {
             "Time of the Redis calls of fleet rate limits that Redis answered",
             fleet_latency.clone(),
         );
+        let markdown = crate::markdown::MarkdownMetrics::register(&mut registry);
         Metrics {
+            markdown,
             registry,
             fleet_calls,
             fleet_fallbacks,

@@ -54,6 +54,8 @@ pub struct Edge {
     resolver: OriginResolver,
     /// Bounds the log lines of unreadable requests, so that a flood does not flood the log.
     unreadable_log: crate::malformed::LogBudget,
+    /// Origin HTML converted to Markdown: connector, conversion slots, memory budget.
+    markdown: crate::markdown::Converter,
 }
 
 /// What one request learned on its way through the pipeline; `logging` reports it.
@@ -77,6 +79,8 @@ pub struct RequestCtx {
     /// Set once the request is on its way to the origin: from then on Pingora will not reuse
     /// the client's connection after a failure, whatever we answer.
     proxying: bool,
+    /// What happened to a request for Markdown on a converting zone, for the access log.
+    markdown: Option<crate::markdown::Outcome>,
 }
 
 impl Edge {
@@ -144,6 +148,7 @@ impl Edge {
             metrics,
             resolver: OriginResolver::default(),
             unreadable_log: Default::default(),
+            markdown: crate::markdown::Converter::default(),
         }
     }
 
@@ -291,6 +296,7 @@ impl ProxyHttp for Edge {
             body_bytes: 0,
             body_started: None,
             proxying: false,
+            markdown: None,
         }
     }
 
@@ -387,7 +393,9 @@ impl ProxyHttp for Edge {
             self.answer(session, ctx, code, None).await?;
             return Ok(true);
         }
-        Ok(false)
+
+        // 4. Markdown asked for on a zone that converts: the edge forwards it itself.
+        self.serve_markdown(session, ctx).await
     }
 
     /// Counts the request body as it streams to the origin: over the zone's limit is 413, a body
@@ -500,7 +508,8 @@ impl ProxyHttp for Edge {
         Ok(())
     }
 
-    /// The origin's answer passes through unchanged but for the ray id header.
+    /// The origin's answer passes through unchanged but for the ray id header (and
+    /// `Vary: Accept` on zones that convert to Markdown, so caches keep the variants apart).
     async fn response_filter(
         &self,
         _session: &mut Session,
@@ -511,6 +520,9 @@ impl ProxyHttp for Edge {
             signpost_problem::RAY_ID_HEADER,
             ctx.ray_id.to_hex().as_str(),
         )?;
+        if self.zone(ctx).is_some_and(|z| z.markdown.enabled) {
+            crate::markdown::add_vary_accept(response)?;
+        }
         Ok(())
     }
 
@@ -605,7 +617,80 @@ impl ProxyHttp for Edge {
             upstream = %OrDash(ctx.upstream),
             duration_ms = duration.as_secs_f64() * 1000.0,
             error = e.map_or("", |e| e.etype().as_str()),
+            markdown = ctx.markdown.map_or("-", |m| m.as_str()),
         );
+    }
+}
+
+impl Edge {
+    /// A request that negotiates Markdown on a zone that converts is forwarded and converted
+    /// by `markdown::fetch_and_convert` (the why is in markdown.rs); `Ok(false)` sends every
+    /// other request down Pingora's proxy path. Failures are answered as `fail_to_proxy`
+    /// answers them.
+    async fn serve_markdown(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+        use crate::markdown::{self, Outcome};
+        let Some(config) = self
+            .zone(ctx)
+            .filter(|z| z.markdown.enabled)
+            .map(|z| z.markdown.clone())
+        else {
+            return Ok(false);
+        };
+        let accept = crate::facts::accept(session);
+        match markdown::wanted(session.req_header(), accept.as_deref()) {
+            None => return Ok(false),
+            Some(false) => {
+                ctx.markdown = Some(Outcome::Skipped);
+                self.metrics.markdown.outcome(Outcome::Skipped);
+                return Ok(false);
+            }
+            Some(true) => {}
+        }
+        let prepared = async {
+            let peer = self.upstream_peer(session, ctx).await?;
+            let mut request = markdown::upstream_request(session.req_header())?;
+            self.upstream_request_filter(session, &mut request, ctx)
+                .await?;
+            Ok::<_, Box<Error>>((peer, request))
+        }
+        .await;
+        let result = match prepared {
+            Ok((peer, request)) => {
+                let req = session.req_header();
+                let url = format!(
+                    "{}://{}{}",
+                    if ctx.facts.tls { "https" } else { "http" },
+                    request_host(session),
+                    req.uri.path_and_query().map_or("/", |pq| pq.as_str())
+                );
+                let job = markdown::Job {
+                    converter: &self.markdown,
+                    metrics: &self.metrics.markdown,
+                    config: &config,
+                    peer: &peer,
+                    request,
+                    url,
+                    head_only: req.method == http::Method::HEAD,
+                };
+                let ray = ctx.ray_id.to_hex();
+                markdown::fetch_and_convert(session, job, ray.as_str()).await
+            }
+            Err(e) => Err((e, false)),
+        };
+        match result {
+            Ok(outcome) => {
+                ctx.markdown = Some(outcome);
+                Ok(true)
+            }
+            Err((e, _)) => {
+                ctx.markdown = Some(Outcome::Failed);
+                let answered = self.fail_to_proxy(session, &e, ctx).await;
+                if answered.error_code == 0 {
+                    return Err(e);
+                }
+                Ok(true)
+            }
+        }
     }
 }
 

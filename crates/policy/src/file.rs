@@ -104,6 +104,7 @@ pub(crate) struct ZoneFile {
     pub write_timeout: Option<Spanned<String>>,
     pub max_body_size: Option<Spanned<String>>,
     pub allow_trace: Option<bool>,
+    pub markdown: Option<crate::markdown::MarkdownFile>,
 }
 
 /// Fields every rule shares.

@@ -65,6 +65,7 @@ mod geo;
 mod host;
 mod ipset;
 mod iso;
+mod markdown;
 mod path;
 mod policy;
 mod ratelimit;
@@ -80,6 +81,7 @@ pub use fleet::{
     DEFAULT_KEY_PREFIX, DEFAULT_REDIS_TIMEOUT, FleetCheck, OnError, RedisConfig, redact_url,
 };
 pub use host::normalize_host;
+pub use markdown::{DEFAULT_MARKDOWN_MAX_BYTES, MAX_MARKDOWN_MAX_BYTES, MarkdownConfig};
 pub use policy::{
     BrandingConfig, Connections, DEFAULT_ADMIN, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN,

@@ -130,6 +130,8 @@ pub struct Zone {
     pub max_body_size: u64,
     /// Whether TRACE and TRACK are forwarded (`allow_trace`, default false: 405).
     pub allow_trace: bool,
+    /// `[zone.markdown]`: origin HTML converted to Markdown for agents.
+    pub markdown: crate::markdown::MarkdownConfig,
     pub(crate) patterns: Vec<(HostPattern, std::ops::Range<usize>)>,
 }
 
@@ -430,6 +432,7 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
             .max_body_size
             .as_ref()
             .map_or(DEFAULT_MAX_BODY_SIZE, |v| size(d, v, DEFAULT_MAX_BODY_SIZE));
+        let markdown = crate::markdown::compile(d, z.markdown.as_ref());
         if let Some(origin) = origin {
             zones.push(Zone {
                 name: name.into(),
@@ -440,6 +443,7 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
                 write_timeout,
                 max_body_size,
                 allow_trace: z.allow_trace.unwrap_or(false),
+                markdown,
                 patterns,
             });
         }

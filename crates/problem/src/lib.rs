@@ -48,5 +48,6 @@ mod problem;
 
 pub use catalog::{CatalogEntry, Category, catalog, lookup, lookup_path_code, not_found};
 pub use code::Code;
+pub use markdown::yaml_scalar;
 pub use negotiate::{Format, MAX_ACCEPT_ENTRIES, negotiate};
 pub use problem::{Branding, CACHE_CONTROL, Problem, RAY_ID_HEADER, Rendered, render};

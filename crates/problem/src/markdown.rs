@@ -51,7 +51,7 @@ pub(crate) fn render(problem: &Problem<'_>, branding: &Branding) -> Vec<u8> {
 /// Appends `value` as a YAML scalar that every YAML 1.1 or 1.2 parser reads back as the same
 /// string: plain when provably safe (keeps hostnames as Cloudflare shows them), otherwise
 /// double-quoted with escapes.
-pub(crate) fn yaml_scalar(out: &mut String, value: &str) {
+pub fn yaml_scalar(out: &mut String, value: &str) {
     if is_plain_safe(value) {
         out.push_str(value);
         return;

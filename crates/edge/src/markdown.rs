@@ -1,0 +1,590 @@
+//! Origin HTML converted to Markdown for agents (`[zone.markdown]`).
+//!
+//! Pingora's body hooks are synchronous and its response header leaves before the body is seen,
+//! so neither an exact `Content-Length` nor an unchanged fallback would be possible inside its
+//! proxy loop. A request that asks for Markdown on a zone that converts is therefore forwarded
+//! here, by the edge itself, through Pingora's own connector and connection pool: the same peer
+//! (`upstream_peer`), the same forwarding headers (`upstream_request_filter`), the same 52x
+//! answers on failure. The body is read whole (up to the zone's cap and the global memory
+//! budget), converted on tokio's blocking pool with at most [`MAX_CONCURRENT`] conversions at
+//! once, and sent with an exact `Content-Length`; on any miss the origin's bytes are sent as
+//! they came.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use pingora::connectors::http::Connector;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::prelude::*;
+use pingora::upstreams::peer::Peer;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use signpost_policy::MarkdownConfig;
+use signpost_problem::Format;
+use tokio::sync::Semaphore;
+
+/// At most this many conversions run at once (each on a blocking-pool thread); more wait for a
+/// slot, their bodies counted in the memory budget meanwhile.
+pub const MAX_CONCURRENT: usize = 4;
+
+/// The global budget for bodies held by conversions in flight (read, waiting or converting):
+/// 64 MiB. A body that would take the total past it is sent through as HTML.
+pub const MEMORY_BUDGET: usize = 64 * 1024 * 1024;
+
+/// Response headers that describe the HTML bytes and so do not survive the conversion.
+const DROPPED_HEADERS: [&str; 9] = [
+    "content-encoding",
+    "content-length",
+    "content-range",
+    "etag",
+    "last-modified",
+    "accept-ranges",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+];
+
+/// Request headers not forwarded on a conversion: conditionals (the origin must send the full
+/// page, and the HTML's validators would not fit the Markdown) and ranges (never converted).
+const DROPPED_REQUEST_HEADERS: [&str; 5] = [
+    "if-none-match",
+    "if-modified-since",
+    "if-match",
+    "if-unmodified-since",
+    "if-range",
+];
+
+/// The content codings the converter can undo; others are removed from `Accept-Encoding`.
+const DECODABLE: [&str; 5] = ["gzip", "x-gzip", "deflate", "br", "zstd"];
+
+/// What happened to a request for Markdown: a metric label and an access-log field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    Converted,
+    OverCap,
+    OverBudget,
+    Failed,
+    Skipped,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Converted => "converted",
+            Outcome::OverCap => "over_cap",
+            Outcome::OverBudget => "over_budget",
+            Outcome::Failed => "failed",
+            Outcome::Skipped => "skipped",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DirectionLabel {
+    direction: &'static str,
+}
+
+/// The conversion metrics: outcomes, bytes in (decoded HTML) and out (Markdown), time.
+pub struct MarkdownMetrics {
+    outcomes: Family<OutcomeLabel, Counter>,
+    bytes: Family<DirectionLabel, Counter>,
+    seconds: Histogram,
+}
+
+impl MarkdownMetrics {
+    pub fn register(registry: &mut Registry) -> MarkdownMetrics {
+        let outcomes = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "markdown_conversions",
+            "Requests for Markdown on converting zones, by outcome (converted, over_cap, over_budget, failed, skipped)",
+            outcomes.clone(),
+        );
+        let bytes = Family::<DirectionLabel, Counter>::default();
+        registry.register(
+            "markdown_bytes",
+            "Bytes converted: in = origin HTML as received, out = Markdown sent",
+            bytes.clone(),
+        );
+        // 100 µs to ~3.3 s.
+        let seconds = Histogram::new(exponential_buckets(0.0001, 2.0, 16));
+        registry.register(
+            "markdown_conversion_seconds",
+            "Time to convert one page, on the blocking pool",
+            seconds.clone(),
+        );
+        MarkdownMetrics {
+            outcomes,
+            bytes,
+            seconds,
+        }
+    }
+
+    pub fn outcome(&self, outcome: Outcome) {
+        self.outcomes
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.as_str(),
+            })
+            .inc();
+    }
+
+    fn converted(&self, bytes_in: usize, bytes_out: usize, took: Duration) {
+        self.bytes
+            .get_or_create(&DirectionLabel { direction: "in" })
+            .inc_by(bytes_in as u64);
+        self.bytes
+            .get_or_create(&DirectionLabel { direction: "out" })
+            .inc_by(bytes_out as u64);
+        self.seconds.observe(took.as_secs_f64());
+    }
+}
+
+/// Shared state: the connector (Pingora's pool of origin connections), the conversion slots and
+/// the memory budget.
+pub struct Converter {
+    connector: Connector,
+    slots: Arc<Semaphore>,
+    in_flight: Arc<AtomicUsize>,
+    budget: usize,
+}
+
+impl Default for Converter {
+    fn default() -> Self {
+        Converter::new(MEMORY_BUDGET)
+    }
+}
+
+impl Converter {
+    pub fn new(budget: usize) -> Converter {
+        Converter {
+            connector: Connector::new(None),
+            slots: Arc::new(Semaphore::new(MAX_CONCURRENT)),
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            budget,
+        }
+    }
+
+    /// Reserves `bytes` of the budget, or says no.
+    fn reserve(&self, bytes: usize) -> bool {
+        self.in_flight
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
+                held.checked_add(bytes)
+                    .filter(|&total| total <= self.budget)
+            })
+            .is_ok()
+    }
+
+    fn release(&self, bytes: usize) {
+        self.in_flight.fetch_sub(bytes, Ordering::AcqRel);
+    }
+}
+
+/// Whether a request is one the edge converts itself: Markdown negotiated by the error
+/// contract's rules, GET or HEAD, no `Range`, no `no-transform`. `None` when Markdown was not
+/// asked for at all; `Some(false)` when it was but the request cannot have it (skipped).
+pub fn wanted(req: &RequestHeader, accept: Option<&[u8]>) -> Option<bool> {
+    if signpost_problem::negotiate(accept) != Format::Markdown {
+        return None;
+    }
+    let method_ok = req.method == http::Method::GET || req.method == http::Method::HEAD;
+    let range = req.headers.contains_key(http::header::RANGE);
+    Some(method_ok && !range && !no_transform(&req.headers))
+}
+
+fn no_transform(headers: &http::HeaderMap) -> bool {
+    headers
+        .get_all(http::header::CACHE_CONTROL)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|d| d.trim().eq_ignore_ascii_case("no-transform"))
+}
+
+/// Adds `Accept` to `Vary` unless it is there already (or `Vary: *`).
+pub fn add_vary_accept(response: &mut ResponseHeader) -> Result<()> {
+    let mut values = Vec::new();
+    for v in response.headers.get_all(http::header::VARY) {
+        let text = String::from_utf8_lossy(v.as_bytes()).into_owned();
+        if text
+            .split(',')
+            .any(|t| t.trim() == "*" || t.trim().eq_ignore_ascii_case("accept"))
+        {
+            return Ok(());
+        }
+        values.push(text);
+    }
+    values.push("Accept".to_string());
+    response.insert_header(http::header::VARY, values.join(", "))?;
+    Ok(())
+}
+
+/// The request sent to the origin for a conversion: the client's, as a GET (a HEAD needs the
+/// page to know its Markdown length), without conditionals, with `Accept-Encoding` narrowed to
+/// codings the converter can undo (so an HTML fallback is still one the client accepted).
+pub fn upstream_request(req: &RequestHeader) -> Result<RequestHeader> {
+    let mut up = req.clone();
+    up.set_method(http::Method::GET);
+    up.set_version(http::Version::HTTP_11);
+    for name in DROPPED_REQUEST_HEADERS {
+        up.remove_header(name);
+    }
+    let accepted: Vec<String> = req
+        .headers
+        .get_all(http::header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(str::trim)
+        .filter(|c| {
+            let name = c.split(';').next().unwrap_or("").trim();
+            DECODABLE.iter().any(|d| name.eq_ignore_ascii_case(d))
+        })
+        .map(str::to_string)
+        .collect();
+    up.remove_header(&http::header::ACCEPT_ENCODING);
+    if !accepted.is_empty() {
+        up.insert_header(http::header::ACCEPT_ENCODING, accepted.join(", "))?;
+    }
+    Ok(up)
+}
+
+/// Whether the origin's response is one to convert (status, type, `no-transform`, ranges).
+fn convertible(resp: &ResponseHeader) -> bool {
+    resp.status == http::StatusCode::OK
+        && resp
+            .headers
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(signpost_markdown::is_html)
+        && !resp.headers.contains_key(http::header::CONTENT_RANGE)
+        && !no_transform(&resp.headers)
+}
+
+fn header_str(resp: &ResponseHeader, name: http::header::HeaderName) -> Option<&str> {
+    resp.headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Everything `fetch_and_convert` needs from the pipeline, so it stays out of pipeline.rs.
+pub struct Job<'a> {
+    pub converter: &'a Converter,
+    pub metrics: &'a MarkdownMetrics,
+    pub config: &'a MarkdownConfig,
+    pub peer: &'a HttpPeer,
+    pub request: RequestHeader,
+    /// The URL links resolve against: scheme, host and path of the client's request.
+    pub url: String,
+    pub head_only: bool,
+}
+
+/// Forwards the request, then converts or passes through. `Err` before anything was written
+/// downstream is an origin failure for the caller to answer (52x); after, the caller can only
+/// drop the connection.
+pub async fn fetch_and_convert(
+    session: &mut Session,
+    job: Job<'_>,
+    ray: &str,
+) -> std::result::Result<Outcome, (Box<Error>, bool)> {
+    let Job {
+        converter,
+        metrics,
+        config,
+        peer,
+        request,
+        url,
+        head_only,
+    } = job;
+    let early = |e: Box<Error>| (e, false);
+    let (mut up, _reused) = converter
+        .connector
+        .get_http_session(peer)
+        .await
+        .map_err(early)?;
+    up.set_read_timeout(peer.options.read_timeout);
+    up.set_write_timeout(peer.options.write_timeout);
+    up.write_request_header(Box::new(request))
+        .await
+        .map_err(early)?;
+    up.finish_request_body().await.map_err(early)?;
+    up.read_response_header().await.map_err(early)?;
+    let mut resp = up
+        .response_header()
+        .cloned()
+        .ok_or_else(|| early(Error::explain(InvalidHTTPHeader, "no response header")))?;
+    resp.insert_header(signpost_problem::RAY_ID_HEADER, ray)
+        .map_err(early)?;
+    add_vary_accept(&mut resp).map_err(early)?;
+
+    let declared_len = header_str(&resp, http::header::CONTENT_LENGTH)
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let outcome_if_streamed;
+    if !convertible(&resp) {
+        outcome_if_streamed = Outcome::Skipped;
+    } else if declared_len.is_some_and(|n| n > config.max_bytes) {
+        outcome_if_streamed = Outcome::OverCap;
+    } else {
+        // Read the body whole, within the cap and the budget.
+        let mut body = BytesMut::with_capacity(declared_len.unwrap_or(64 * 1024));
+        let mut reserved = 0usize;
+        let mut stop: Option<Outcome> = None;
+        loop {
+            let chunk = match up.read_response_body().await {
+                Ok(chunk) => chunk,
+                Err(e) => {
+                    converter.release(reserved);
+                    return Err(early(e));
+                }
+            };
+            let Some(chunk) = chunk else { break };
+            if body.len() + chunk.len() > config.max_bytes {
+                stop = Some(Outcome::OverCap);
+            } else if !converter.reserve(chunk.len()) {
+                stop = Some(Outcome::OverBudget);
+            } else {
+                reserved += chunk.len();
+            }
+            body.extend_from_slice(&chunk);
+            if stop.is_some() {
+                break;
+            }
+        }
+        let body = body.freeze();
+        if let Some(outcome) = stop {
+            converter.release(reserved);
+            metrics.outcome(outcome);
+            let result = stream_rest(session, &mut up, resp, Some(body), head_only).await;
+            finish_upstream(converter, up, peer, result.is_ok()).await;
+            return result.map(|()| outcome);
+        }
+        let upstream_done = up.response_done();
+        finish_upstream(converter, up, peer, upstream_done).await;
+
+        let converted = convert(converter, config, &resp, body.clone(), url).await;
+        converter.release(reserved);
+        let (outcome, header, out) = match converted {
+            Some((markdown, tokens, took)) => {
+                metrics.converted(body.len(), markdown.len(), took);
+                let header =
+                    markdown_header(&resp, config, markdown.len(), tokens).map_err(early)?;
+                (Outcome::Converted, header, Bytes::from(markdown))
+            }
+            None => {
+                let mut header = resp;
+                header.remove_header(&http::header::TRANSFER_ENCODING);
+                header
+                    .insert_header(http::header::CONTENT_LENGTH, body.len().to_string())
+                    .map_err(early)?;
+                (Outcome::Failed, header, body)
+            }
+        };
+        metrics.outcome(outcome);
+        session
+            .write_response_header(Box::new(header), head_only)
+            .await
+            .map_err(|e| (e, true))?;
+        if !head_only {
+            session
+                .write_response_body(Some(out), true)
+                .await
+                .map_err(|e| (e, true))?;
+        }
+        return Ok(outcome);
+    }
+    metrics.outcome(outcome_if_streamed);
+    let result = stream_rest(session, &mut up, resp, None, head_only).await;
+    finish_upstream(converter, up, peer, result.is_ok()).await;
+    result.map(|()| outcome_if_streamed)
+}
+
+/// Sends the origin's header and body as they came (`first` is what was read already).
+async fn stream_rest(
+    session: &mut Session,
+    up: &mut pingora::protocols::http::client::HttpSession,
+    mut resp: ResponseHeader,
+    first: Option<Bytes>,
+    head_only: bool,
+) -> std::result::Result<(), (Box<Error>, bool)> {
+    let no_body =
+        head_only || resp.status.is_informational() || matches!(resp.status.as_u16(), 204 | 304);
+    if !no_body
+        && !resp.headers.contains_key(http::header::CONTENT_LENGTH)
+        && !resp.headers.contains_key(http::header::TRANSFER_ENCODING)
+    {
+        // As Pingora's proxy does: chunked needs HTTP/1.1.
+        resp.set_version(http::Version::HTTP_11);
+        resp.insert_header(http::header::TRANSFER_ENCODING, "chunked")
+            .map_err(|e| (e, false))?;
+    }
+    for name in ["connection", "keep-alive"] {
+        resp.remove_header(name);
+    }
+    session
+        .write_response_header(Box::new(resp), no_body)
+        .await
+        .map_err(|e| (e, true))?;
+    if no_body {
+        return Ok(());
+    }
+    if let Some(first) = first {
+        session
+            .write_response_body(Some(first), false)
+            .await
+            .map_err(|e| (e, true))?;
+    }
+    loop {
+        match up.read_response_body().await {
+            Ok(Some(chunk)) => session
+                .write_response_body(Some(chunk), false)
+                .await
+                .map_err(|e| (e, true))?,
+            Ok(None) => break,
+            Err(e) => return Err((e, true)),
+        }
+    }
+    session
+        .write_response_body(None, true)
+        .await
+        .map_err(|e| (e, true))
+}
+
+/// Returns the origin connection to Pingora's pool when the response was read to its end.
+async fn finish_upstream(
+    converter: &Converter,
+    mut up: pingora::protocols::http::client::HttpSession,
+    peer: &HttpPeer,
+    reusable: bool,
+) {
+    if reusable && up.response_done() {
+        converter
+            .connector
+            .release_http_session(up, peer, peer.idle_timeout())
+            .await;
+    } else {
+        up.shutdown().await;
+    }
+}
+
+/// Converts on the blocking pool, one of [`MAX_CONCURRENT`]; `None` on any conversion error.
+async fn convert(
+    converter: &Converter,
+    config: &MarkdownConfig,
+    resp: &ResponseHeader,
+    body: Bytes,
+    url: String,
+) -> Option<(String, Option<usize>, Duration)> {
+    let content_type = header_str(resp, http::header::CONTENT_TYPE).map(str::to_string);
+    let content_encoding = header_str(resp, http::header::CONTENT_ENCODING).map(str::to_string);
+    let limits = signpost_markdown::Limits {
+        max_bytes: config.max_bytes,
+        ..signpost_markdown::Limits::default()
+    };
+    let count_tokens = config.token_count_header;
+    let _permit = converter.slots.acquire().await.ok()?;
+    let task = tokio::task::spawn_blocking(move || {
+        let started = Instant::now();
+        let source = signpost_markdown::Source {
+            body: &body,
+            content_type: content_type.as_deref(),
+            content_encoding: content_encoding.as_deref(),
+        };
+        let markdown = signpost_markdown::convert(&source, Some(&url), &limits).ok()?;
+        let tokens = count_tokens.then(|| {
+            tiktoken_rs::cl100k_base_singleton()
+                .encode_with_special_tokens(&markdown)
+                .len()
+        });
+        Some((markdown, tokens, started.elapsed()))
+    });
+    task.await.ok().flatten()
+}
+
+/// The origin's header made to describe the Markdown.
+fn markdown_header(
+    resp: &ResponseHeader,
+    config: &MarkdownConfig,
+    len: usize,
+    tokens: Option<usize>,
+) -> Result<ResponseHeader> {
+    let mut header = resp.clone();
+    for name in DROPPED_HEADERS {
+        header.remove_header(name);
+    }
+    header.insert_header(http::header::CONTENT_TYPE, Format::Markdown.content_type())?;
+    header.insert_header(http::header::CONTENT_LENGTH, len.to_string())?;
+    if !header.headers.contains_key("content-signal")
+        && let Some(signal) = &config.content_signal
+    {
+        header.insert_header("content-signal", signal.as_str())?;
+    }
+    if let Some(tokens) = tokens {
+        header.insert_header("x-markdown-tokens", tokens.to_string())?;
+    }
+    Ok(header)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vary_gains_accept_once() {
+        let mut r = ResponseHeader::build(200, None).unwrap();
+        add_vary_accept(&mut r).unwrap();
+        assert_eq!(r.headers["vary"], "Accept");
+        add_vary_accept(&mut r).unwrap();
+        assert_eq!(r.headers.get_all("vary").iter().count(), 1);
+        let mut r = ResponseHeader::build(200, None).unwrap();
+        r.append_header("vary", "Accept-Encoding").unwrap();
+        r.append_header("vary", "Cookie").unwrap();
+        add_vary_accept(&mut r).unwrap();
+        assert_eq!(r.headers["vary"], "Accept-Encoding, Cookie, Accept");
+        let mut r = ResponseHeader::build(200, None).unwrap();
+        r.append_header("vary", "*").unwrap();
+        add_vary_accept(&mut r).unwrap();
+        assert_eq!(r.headers["vary"], "*");
+    }
+
+    #[test]
+    fn wanted_follows_the_contract() {
+        let get = RequestHeader::build("GET", b"/", None).unwrap();
+        assert_eq!(wanted(&get, Some(b"text/markdown")), Some(true));
+        assert_eq!(wanted(&get, Some(b"text/html,*/*;q=0.8")), None);
+        // Cloudflare converts on any mention; the contract's q-values decide here.
+        assert_eq!(wanted(&get, Some(b"text/html, text/markdown;q=0.5")), None);
+        let mut ranged = get.clone();
+        ranged.insert_header("range", "bytes=0-10").unwrap();
+        assert_eq!(wanted(&ranged, Some(b"text/markdown")), Some(false));
+        let post = RequestHeader::build("POST", b"/", None).unwrap();
+        assert_eq!(wanted(&post, Some(b"text/markdown")), Some(false));
+    }
+
+    #[test]
+    fn upstream_request_narrows_encodings_and_drops_conditionals() {
+        let mut req = RequestHeader::build("HEAD", b"/p", None).unwrap();
+        req.insert_header("accept-encoding", "gzip, compress, br;q=0.5, identity")
+            .unwrap();
+        req.insert_header("if-none-match", "\"abc\"").unwrap();
+        let up = upstream_request(&req).unwrap();
+        assert_eq!(up.method, http::Method::GET);
+        assert_eq!(up.headers["accept-encoding"], "gzip, br;q=0.5");
+        assert!(!up.headers.contains_key("if-none-match"));
+    }
+
+    #[test]
+    fn budget_is_shared_and_released() {
+        let c = Converter::new(100);
+        assert!(c.reserve(60));
+        assert!(!c.reserve(41));
+        assert!(c.reserve(40));
+        c.release(100);
+        assert!(c.reserve(100));
+    }
+}

@@ -1,0 +1,226 @@
+//! Origin HTML converted to Markdown for agents, as the edge sends it.
+//!
+//! The pipeline, each step bounded:
+//!
+//! 1. [`decode_body`] undoes gzip, deflate, br or zstd with the decoded size capped
+//!    ([`Limits::max_bytes`]), and [`to_utf8`] decodes the charset the page declares.
+//! 2. A streaming pre-pass (lol_html, linear whatever the page's shape) drops scripts, styles,
+//!    navigation, the page's header and footer and form controls, keeps only the attributes
+//!    the conversion reads, flattens nesting past [`Limits::max_depth`] and refuses pages with
+//!    more than [`Limits::max_elements`] elements.
+//! 3. html5ever builds the tree (no recursion); one iterative walk collects the title,
+//!    description, Open Graph image, `<base href>` and JSON-LD, and makes links and images
+//!    absolute against `<base href>` or the request URL. A tree deeper than
+//!    [`MAX_TREE_DEPTH`] is refused, so the converter's recursion has a bounded stack.
+//! 4. htmd (turndown's rules) writes the Markdown; we add YAML frontmatter (`title`,
+//!    `description`, `image`, each a YAML-safe scalar) and the JSON-LD as one fenced `json`
+//!    block.
+//!
+//! Any [`Error`] means the caller sends the original HTML unchanged.
+//!
+//! ```
+//! use signpost_markdown::{convert, Limits, Source};
+//!
+//! let html = br#"<html><head><title>Hello</title></head>
+//!   <body><nav>menu</nav><h1>Hi</h1><p>See <a href="/docs">the docs</a>.</p></body></html>"#;
+//! let source = Source { body: html, content_type: Some("text/html"), content_encoding: None };
+//! let md = convert(&source, Some("https://example.com/a/"), &Limits::default())?;
+//! assert_eq!(md, "---\ntitle: \"Hello\"\n---\n\n# Hi\n\nSee [the docs](https://example.com/docs).\n");
+//! # Ok::<(), signpost_markdown::Error>(())
+//! ```
+
+#![deny(missing_docs)]
+
+mod decode;
+mod dom;
+mod prepass;
+
+use std::fmt::Write as _;
+
+use htmd::HtmlToMarkdown;
+use htmd::options::{BulletListMarker, Options};
+use html5ever::tendril::TendrilSink;
+use html5ever::{ParseOpts, parse_document};
+use markup5ever_rcdom::RcDom;
+use url::Url;
+
+pub use decode::{MAX_CODINGS, decode_body, sniff_encoding, to_utf8};
+pub use prepass::MAX_ATTRIBUTE_BYTES;
+
+/// The default cap on the decoded page, as Cloudflare's: 6 MiB.
+pub const DEFAULT_MAX_BYTES: usize = 6 * 1024 * 1024;
+
+/// The parsed tree may be at most this deep when handed to the converter, which recurses per
+/// element (a few frames each). The pre-pass keeps real pages far below it; the check is the
+/// guarantee. Tested on a 2 MiB thread stack in a debug build, the smallest the edge uses.
+pub const MAX_TREE_DEPTH: usize = 512;
+
+/// At most this many JSON-LD blocks are collected; more are dropped.
+pub const MAX_JSON_LD_BLOCKS: usize = 32;
+
+/// Bounds on one conversion.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// The largest decoded (decompressed) page converted; larger ones pass through.
+    pub max_bytes: usize,
+    /// Nesting (of elements with a required end tag) kept by the pre-pass; deeper elements lose
+    /// their tags but keep their text.
+    pub max_depth: usize,
+    /// Pages with more elements than this are not converted.
+    pub max_elements: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_bytes: DEFAULT_MAX_BYTES,
+            max_depth: 128,
+            max_elements: 250_000,
+        }
+    }
+}
+
+/// Why a page was not converted (the caller passes the HTML through).
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The decoded page is larger than [`Limits::max_bytes`].
+    #[error("page larger than the cap")]
+    TooLarge,
+    /// The content coding is unknown, stacked too deep, or the body does not decode.
+    #[error("content coding: {0}")]
+    Encoding(String),
+    /// The page has too many elements or too deep a tree.
+    #[error("page too complex: {0}")]
+    TooComplex(&'static str),
+    /// The HTML rewriter failed.
+    #[error("rewriter: {0}")]
+    Rewrite(String),
+}
+
+/// An origin response body with the headers that say how to read it.
+#[derive(Clone, Copy, Debug)]
+pub struct Source<'a> {
+    /// The body bytes as received.
+    pub body: &'a [u8],
+    /// The `Content-Type` value (for its `charset`).
+    pub content_type: Option<&'a str>,
+    /// The `Content-Encoding` value.
+    pub content_encoding: Option<&'a str>,
+}
+
+/// Whether a `Content-Type` value names HTML or XHTML.
+pub fn is_html(content_type: &str) -> bool {
+    let essence = content_type.split(';').next().unwrap_or("").trim();
+    essence.eq_ignore_ascii_case("text/html")
+        || essence.eq_ignore_ascii_case("application/xhtml+xml")
+}
+
+/// Decodes and converts an origin body; `url` is the request URL that relative links resolve
+/// against (with `<base href>` applied on top).
+pub fn convert(source: &Source<'_>, url: Option<&str>, limits: &Limits) -> Result<String, Error> {
+    let decoded = decode_body(source.body, source.content_encoding, limits.max_bytes)?;
+    let text = to_utf8(&decoded, source.content_type);
+    let base = url.and_then(|u| Url::parse(u).ok());
+    convert_html(&text, base.as_ref(), limits)
+}
+
+/// Converts UTF-8 HTML (already decoded) to the Markdown the edge sends.
+pub fn convert_html(html: &str, url: Option<&Url>, limits: &Limits) -> Result<String, Error> {
+    if html.len() > limits.max_bytes {
+        return Err(Error::TooLarge);
+    }
+    let reduced = prepass::run(html, limits)?;
+    let dom = parse_document(RcDom::default(), ParseOpts::default()).one(reduced);
+    let meta = dom::walk(&dom.document, url)?;
+    let body = CONVERTER.with(|converter| converter.tree_to_markdown(&dom.document));
+    Ok(assemble(&meta, body.trim()))
+}
+
+thread_local! {
+    /// htmd's converter holds its handler table; built once per thread.
+    static CONVERTER: HtmlToMarkdown = HtmlToMarkdown::builder()
+        .options(Options {
+            bullet_list_marker: BulletListMarker::Dash,
+            ul_bullet_spacing: 1,
+            ol_number_spacing: 1,
+            ..Options::default()
+        })
+        .skip_tags(vec!["head", "script", "style"])
+        .build();
+}
+
+fn assemble(meta: &dom::Meta, body: &str) -> String {
+    let mut out = String::with_capacity(body.len() + 512);
+    let title = meta.title.as_ref().or(meta.og_title.as_ref());
+    let description = meta.description.as_ref().or(meta.og_description.as_ref());
+    let fields = [
+        ("title", title),
+        ("description", description),
+        ("image", meta.image.as_ref()),
+    ];
+    if fields.iter().any(|(_, v)| v.is_some()) {
+        out.push_str("---\n");
+        for (key, value) in fields {
+            if let Some(value) = value {
+                out.push_str(key);
+                out.push_str(": ");
+                yaml_string(&mut out, value);
+                out.push('\n');
+            }
+        }
+        out.push_str("---\n\n");
+    }
+    out.push_str(body);
+    out.push('\n');
+    if let Some(json) = json_ld(&meta.json_ld) {
+        let fence = "`".repeat(longest_run(&json, '`').max(2) + 1);
+        let _ = write!(out, "\n{fence}json\n{json}\n{fence}\n");
+    }
+    out
+}
+
+/// Always a quoted scalar, so a title such as `yes`, `2026-01-01` or `1.0` reads back as the
+/// string it is in every YAML parser (the error contract's scalar writer does the escaping).
+fn yaml_string(out: &mut String, value: &str) {
+    let mut scalar = String::with_capacity(value.len() + 2);
+    signpost_problem::yaml_scalar(&mut scalar, value);
+    if scalar.starts_with('"') {
+        out.push_str(&scalar);
+    } else {
+        // The plain form is `[a-z0-9.-]` only, so quoting it needs no escapes.
+        out.push('"');
+        out.push_str(&scalar);
+        out.push('"');
+    }
+}
+
+/// The JSON-LD blocks that parse, as one pretty-printed document: the block itself when there
+/// is one, else an array of them. Blocks that do not parse are dropped.
+fn json_ld(blocks: &[String]) -> Option<String> {
+    let mut values: Vec<serde_json::Value> = blocks
+        .iter()
+        .filter_map(|b| serde_json::from_str(b.trim()).ok())
+        .collect();
+    let value = match values.len() {
+        0 => return None,
+        1 => values.pop()?,
+        _ => serde_json::Value::Array(values),
+    };
+    serde_json::to_string_pretty(&value).ok()
+}
+
+fn longest_run(s: &str, c: char) -> usize {
+    let (mut best, mut run) = (0, 0);
+    for ch in s.chars() {
+        if ch == c {
+            run += 1;
+            best = best.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    best
+}
+
+#[cfg(test)]
+mod tests;

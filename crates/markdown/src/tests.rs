@@ -1,0 +1,295 @@
+use proptest::prelude::*;
+use pulldown_cmark::{Event, Options as CmOptions, Parser, Tag, TagEnd};
+
+use super::*;
+
+fn md(html: &str, url: &str) -> String {
+    let url = Url::parse(url).unwrap();
+    convert_html(html, Some(&url), &Limits::default()).unwrap()
+}
+
+/// Splits the frontmatter off and reads it with a YAML parser.
+fn frontmatter(md: &str) -> (serde_norway::Mapping, &str) {
+    let rest = md.strip_prefix("---\n").expect("frontmatter");
+    let (yaml, body) = rest.split_once("\n---\n").expect("frontmatter end");
+    (serde_norway::from_str(yaml).unwrap(), body)
+}
+
+fn links(md: &str) -> Vec<String> {
+    Parser::new_ext(
+        md,
+        CmOptions::ENABLE_YAML_STYLE_METADATA_BLOCKS | CmOptions::ENABLE_TABLES,
+    )
+    .filter_map(|e| match e {
+        Event::Start(Tag::Link { dest_url, .. }) | Event::Start(Tag::Image { dest_url, .. }) => {
+            Some(dest_url.to_string())
+        }
+        _ => None,
+    })
+    .collect()
+}
+
+#[test]
+fn blog_post_with_open_graph_and_json_ld() {
+    let html = r#"<!doctype html><html><head>
+        <title>  A "quoted": title
+        </title>
+        <meta name="description" content="yes">
+        <meta property="og:title" content="OG title">
+        <meta property="og:image" content="/img/cover.png">
+        <script type="application/ld+json">{"@type":"BlogPosting","headline":"Has ``` fence"}</script>
+        <script type="application/ld+json">{"@type":"Person","name":"A"}</script>
+        <script type="application/ld+json">{not json</script>
+        <script>var x = "<p>nope</p>";</script>
+        </head><body><header><a href="/">Home</a></header><nav><a href="/x">x</a></nav>
+        <article><h1>Post</h1><p>Read <a href="../other?q=1#f">this</a> and
+        <img src="pic.jpg" alt="a pic">.</p><ul><li>one<li>two</ul></article>
+        <footer>© site</footer></body></html>"#;
+    let out = md(html, "https://blog.example/posts/2026/hello.html");
+    let (yaml, body) = frontmatter(&out);
+    assert_eq!(yaml["title"].as_str(), Some("A \"quoted\": title"));
+    assert_eq!(yaml["description"].as_str(), Some("yes"));
+    assert_eq!(
+        yaml["image"].as_str(),
+        Some("https://blog.example/img/cover.png")
+    );
+    assert!(body.contains("# Post"));
+    assert!(body.contains("- one\n- two"), "{body}");
+    assert!(!body.contains("Home") && !body.contains("© site") && !body.contains("nope"));
+    assert_eq!(
+        links(&out),
+        [
+            "https://blog.example/posts/other?q=1#f",
+            "https://blog.example/posts/2026/pic.jpg"
+        ]
+    );
+    // One fenced json block holding both valid blocks, its fence longer than any run inside.
+    let fenced: Vec<(String, String)> = {
+        let mut blocks = Vec::new();
+        let mut current: Option<(String, String)> = None;
+        for event in Parser::new_ext(&out, CmOptions::ENABLE_YAML_STYLE_METADATA_BLOCKS) {
+            match event {
+                Event::Start(Tag::CodeBlock(pulldown_cmark::CodeBlockKind::Fenced(info))) => {
+                    current = Some((info.to_string(), String::new()));
+                }
+                Event::Text(t) => {
+                    if let Some((_, text)) = current.as_mut() {
+                        text.push_str(&t);
+                    }
+                }
+                Event::End(TagEnd::CodeBlock) => blocks.extend(current.take()),
+                _ => {}
+            }
+        }
+        blocks
+    };
+    assert_eq!(fenced.len(), 1);
+    assert_eq!(fenced[0].0, "json");
+    let value: serde_json::Value = serde_json::from_str(&fenced[0].1).unwrap();
+    assert_eq!(value[0]["headline"], "Has ``` fence");
+    assert_eq!(value[1]["name"], "A");
+}
+
+#[test]
+fn base_href_wins_over_the_request_url() {
+    let html = r#"<head><base href="https://cdn.example/docs/"></head><a href="page">p</a>
+        <a href="javascript:alert(1)">js</a>"#;
+    let out = md(html, "https://site.example/x/y");
+    assert_eq!(links(&out), ["https://cdn.example/docs/page"]);
+    assert!(out.contains("js"));
+    assert!(!out.contains("javascript"));
+}
+
+#[test]
+fn tables_become_pipe_tables() {
+    let html = "<table><tr><th>Name</th><th>Size</th></tr><tr><td>a|b</td><td>1</td></tr></table>";
+    let out = md(html, "https://e.example/");
+    let mut cells = Vec::new();
+    let mut in_cell = false;
+    for event in Parser::new_ext(&out, CmOptions::ENABLE_TABLES) {
+        match event {
+            Event::Start(Tag::TableCell) => {
+                in_cell = true;
+                cells.push(String::new());
+            }
+            Event::End(TagEnd::TableCell) => in_cell = false,
+            Event::Text(t) | Event::Code(t) if in_cell => cells.last_mut().unwrap().push_str(&t),
+            _ => {}
+        }
+    }
+    assert_eq!(cells, ["Name", "Size", "a|b", "1"], "{out}");
+}
+
+#[test]
+fn no_metadata_means_no_frontmatter() {
+    assert_eq!(md("<p>plain</p>", "https://e.example/"), "plain\n");
+}
+
+#[test]
+fn frontmatter_is_yaml_safe_for_hostile_titles() {
+    for title in [
+        "yes",
+        "2026-01-01",
+        "1.0",
+        "null",
+        "a: b",
+        "- x",
+        "#x",
+        "&anchor",
+        "*alias",
+        "'q'",
+    ] {
+        let html = format!("<title>{}</title><p>x</p>", title.replace('&', "&amp;"));
+        let out = md(&html, "https://e.example/");
+        let (yaml, _) = frontmatter(&out);
+        assert_eq!(yaml["title"].as_str(), Some(title), "{out}");
+    }
+}
+
+#[test]
+fn convert_decodes_and_caps() {
+    let page = "<title>Caf\u{e9}</title><p>x</p>";
+    let (latin1, _, _) = encoding_rs::WINDOWS_1252.encode(page);
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    std::io::Write::write_all(&mut gz, &latin1).unwrap();
+    let gz = gz.finish().unwrap();
+    let source = Source {
+        body: &gz,
+        content_type: Some("text/html; charset=iso-8859-1"),
+        content_encoding: Some("gzip"),
+    };
+    let out = convert(&source, None, &Limits::default()).unwrap();
+    assert!(out.starts_with("---\ntitle: \"Café\"\n---\n"), "{out}");
+    let small = Limits {
+        max_bytes: 10,
+        ..Limits::default()
+    };
+    assert!(matches!(
+        convert(&source, None, &small),
+        Err(Error::TooLarge)
+    ));
+}
+
+#[test]
+fn content_types() {
+    assert!(is_html("text/html"));
+    assert!(is_html("Text/HTML; charset=utf-8"));
+    assert!(is_html("application/xhtml+xml"));
+    assert!(!is_html("application/json"));
+    assert!(!is_html("text/htmlx"));
+}
+
+/// A 100,000-deep page converts on a 2 MiB stack (the size of the edge's blocking threads):
+/// the pre-pass flattens it, so the converter never recurses deeply.
+#[test]
+fn hostile_depth_converts_on_a_small_stack() {
+    let handle = std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(|| {
+            let depth = 100_000;
+            let mut shapes = Vec::new();
+            for open in [
+                "<div>",
+                "<span>",
+                "<blockquote>",
+                "<ul><li>",
+                "<table><tr><td>",
+                "<b><i>",
+            ] {
+                let html = format!("{}deep{}", open.repeat(depth), "</x>".repeat(10));
+                let start = std::time::Instant::now();
+                let out = convert_html(&html, None, &Limits::default());
+                shapes.push((open, out.map(|s| s.contains("deep")), start.elapsed()));
+            }
+            shapes
+        })
+        .unwrap();
+    for (open, result, elapsed) in handle.join().expect("no stack overflow") {
+        // Converted (text kept) or refused; either way quickly.
+        match result {
+            Ok(kept) => assert!(kept, "{open}"),
+            Err(e) => assert!(matches!(e, Error::TooComplex(_)), "{open}: {e}"),
+        }
+        assert!(elapsed.as_secs() < 20, "{open}: {elapsed:?}");
+    }
+}
+
+/// The converter itself copes with the deepest tree the walk lets through, on a 2 MiB stack.
+#[test]
+fn max_tree_depth_fits_a_small_stack() {
+    let handle = std::thread::Builder::new()
+        .stack_size(2 * 1024 * 1024)
+        .spawn(|| {
+            let limits = Limits {
+                max_depth: MAX_TREE_DEPTH,
+                ..Limits::default()
+            };
+            // html, body, then divs: within MAX_TREE_DEPTH once parsed.
+            let n = MAX_TREE_DEPTH - 4;
+            let html = format!(
+                "{}<b>deep</b>{}",
+                "<blockquote>".repeat(n),
+                "</blockquote>".repeat(n)
+            );
+            convert_html(&html, None, &limits).map(|s| s.contains("deep"))
+        })
+        .unwrap();
+    assert!(handle.join().expect("no stack overflow").unwrap());
+}
+
+#[test]
+fn many_elements_and_huge_attributes_are_bounded() {
+    let start = std::time::Instant::now();
+    let million = "<br>".repeat(1_000_000);
+    let result = convert_html(&million, None, &Limits::default());
+    assert!(matches!(result, Err(Error::TooComplex(_))), "{result:?}");
+    let attrs = format!(
+        "<p title=\"{}\" data-x=\"{}\">text</p>",
+        "a".repeat((3 << 20) - 64),
+        "b".repeat((3 << 20) - 64)
+    );
+    assert_eq!(
+        convert_html(&attrs, None, &Limits::default()).unwrap(),
+        "text\n"
+    );
+    assert!(start.elapsed().as_secs() < 30, "{:?}", start.elapsed());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Arbitrary text never panics and always ends in one newline.
+    #[test]
+    fn arbitrary_input_never_panics(s in ".{0,400}") {
+        if let Ok(out) = convert_html(&s, None, &Limits::default()) {
+            prop_assert!(out.ends_with('\n'));
+        }
+    }
+
+    /// Random tag soup converts, and the frontmatter (when there is one) reads back as YAML
+    /// with the title that went in.
+    #[test]
+    fn tag_soup_converts_and_titles_round_trip(
+        parts in proptest::collection::vec(
+            prop_oneof![
+                Just("<div>".to_string()), Just("</div>".to_string()), Just("<p>".to_string()),
+                Just("<table><tr><td>".to_string()), Just("<a href=\"x\">".to_string()),
+                Just("</a>".to_string()), Just("<pre><code>".to_string()), Just("<li>".to_string()),
+                Just("<h2>".to_string()), Just("<script>".to_string()), "[a-z ]{0,12}",
+                "[^<>&]{0,12}",
+            ],
+            0..60,
+        ),
+        title in r#"[a-zA-Z0-9 :#'"\\*!?,.{}\[\]|%@`-]{1,40}"#,
+    ) {
+        let html = format!("<title>{title}</title>{}", parts.concat());
+        let out = convert_html(&html, Url::parse("https://e.example/").ok().as_ref(), &Limits::default()).unwrap();
+        let clean = title.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !clean.is_empty() {
+            let (yaml, _) = frontmatter(&out);
+            prop_assert_eq!(yaml["title"].as_str(), Some(clean.as_str()));
+        }
+        // A CommonMark parser reads it to the end.
+        prop_assert!(Parser::new(&out).count() > 0);
+    }
+}

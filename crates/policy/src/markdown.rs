@@ -1,0 +1,135 @@
+//! `[zone.markdown]`: origin HTML converted to Markdown for agents that ask for it.
+
+use serde::Deserialize;
+use serde_spanned::Spanned;
+
+use crate::error::{Diagnostics, ProblemKind};
+
+/// Cloudflare's cap on the decoded HTML it converts: 6 MiB.
+pub const DEFAULT_MARKDOWN_MAX_BYTES: usize = 6 * 1024 * 1024;
+
+/// The largest `max_bytes` a policy may set (64 MiB): each conversion in flight holds a few
+/// times this much memory.
+pub const MAX_MARKDOWN_MAX_BYTES: usize = 64 * 1024 * 1024;
+
+/// A `content_signal` value may be at most this long.
+const MAX_CONTENT_SIGNAL_LEN: usize = 512;
+
+/// The zone's Markdown conversion settings, validated.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MarkdownConfig {
+    /// Convert at all. Off unless the zone turns it on.
+    pub enabled: bool,
+    /// The largest decoded (decompressed) page converted; larger ones pass through as HTML.
+    pub max_bytes: usize,
+    /// The `Content-Signal` header sent with converted pages when the origin sent none.
+    pub content_signal: Option<String>,
+    /// Add `X-Markdown-Tokens` with the exact cl100k_base token count of the Markdown.
+    pub token_count_header: bool,
+}
+
+impl Default for MarkdownConfig {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            max_bytes: DEFAULT_MARKDOWN_MAX_BYTES,
+            content_signal: None,
+            token_count_header: false,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MarkdownFile {
+    pub enabled: Option<bool>,
+    pub max_bytes: Option<Spanned<i64>>,
+    pub content_signal: Option<Spanned<String>>,
+    pub token_count_header: Option<bool>,
+}
+
+pub(crate) fn compile(d: &mut Diagnostics<'_>, file: Option<&MarkdownFile>) -> MarkdownConfig {
+    let mut config = MarkdownConfig::default();
+    let Some(file) = file else { return config };
+    config.enabled = file.enabled.unwrap_or(false);
+    config.token_count_header = file.token_count_header.unwrap_or(false);
+    if let Some(max) = &file.max_bytes {
+        match usize::try_from(*max.get_ref()) {
+            Ok(n) if (1..=MAX_MARKDOWN_MAX_BYTES).contains(&n) => config.max_bytes = n,
+            _ => d.at(
+                ProblemKind::Invalid,
+                max.span(),
+                format!("max_bytes must be between 1 and {MAX_MARKDOWN_MAX_BYTES} (64 MiB)"),
+            ),
+        }
+    }
+    if let Some(signal) = &file.content_signal {
+        let value = signal.get_ref().trim();
+        let valid = !value.is_empty()
+            && value.len() <= MAX_CONTENT_SIGNAL_LEN
+            && value
+                .bytes()
+                .all(|b| b == b' ' || b == b'\t' || b.is_ascii_graphic());
+        if valid {
+            config.content_signal = Some(value.to_string());
+        } else {
+            d.at(
+                ProblemKind::Invalid,
+                signal.span(),
+                format!(
+                    "content_signal must be 1 to {MAX_CONTENT_SIGNAL_LEN} printable ASCII characters, e.g. \"ai-train=no, search=yes, ai-input=yes\""
+                ),
+            );
+        }
+    }
+    config
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::CompiledPolicy;
+
+    use super::*;
+
+    fn zone_markdown(table: &str) -> Result<MarkdownConfig, String> {
+        let text = format!(
+            "[[zone]]\nname = \"z\"\nhosts = [\"*\"]\norigin = \"127.0.0.1:8000\"\n{table}"
+        );
+        CompiledPolicy::from_toml(&text, "t.toml", Path::new("."), None)
+            .map(|p| p.zones()[0].markdown.clone())
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn off_unless_turned_on() {
+        assert_eq!(zone_markdown("").unwrap(), MarkdownConfig::default());
+        assert!(!zone_markdown("[zone.markdown]\n").unwrap().enabled);
+        let on = zone_markdown(
+            "[zone.markdown]\nenabled = true\nmax_bytes = 1000\ncontent_signal = \"ai-train=no, search=yes\"\ntoken_count_header = true\n",
+        )
+        .unwrap();
+        assert_eq!(
+            on,
+            MarkdownConfig {
+                enabled: true,
+                max_bytes: 1000,
+                content_signal: Some("ai-train=no, search=yes".into()),
+                token_count_header: true,
+            }
+        );
+    }
+
+    #[test]
+    fn bad_values_are_located() {
+        let e = zone_markdown("[zone.markdown]\nmax_bytes = 0\n").unwrap_err();
+        assert!(e.contains("t.toml:6:") && e.contains("max_bytes"), "{e}");
+        let e = zone_markdown("[zone.markdown]\nmax_bytes = 100000000\n").unwrap_err();
+        assert!(e.contains("max_bytes"), "{e}");
+        let e = zone_markdown("[zone.markdown]\ncontent_signal = \"a\\nb\"\n").unwrap_err();
+        assert!(e.contains("content_signal"), "{e}");
+        let e = zone_markdown("[zone.markdown]\nenable = true\n").unwrap_err();
+        assert!(e.contains("enable"), "{e}");
+    }
+}
