@@ -251,9 +251,11 @@ fn three_edges_share_one_count_and_survive_redis_going_away() {
         3.0
     );
 
-    // 2. Redis dies: no request fails; every edge counts locally (on_error = "local").
+    // 2. Redis dies in the middle of a stream of requests: no request fails; from then on
+    //    every edge counts locally (on_error = "local").
+    let mut answers = spread(&edges, "b", 9);
     redis.kill();
-    let answers = spread(&edges, "b", 30);
+    answers.extend(spread(&edges, "b", 30));
     assert!(
         answers.iter().all(|a| a.1 == 200),
         "statuses with Redis down: {:?}",
@@ -403,4 +405,60 @@ fn a_slow_redis_costs_at_most_the_timeout() {
         Some(5.0)
     );
     assert!(metric(&text, "signpost_fleet_call_seconds_count", &[]).unwrap_or(0.0) >= 1.0);
+}
+
+#[test]
+fn mitigation_timeout_and_expiry_come_from_redis() {
+    let Some(redis) = Redis::start() else {
+        return;
+    };
+    let origin = EchoOrigin::start();
+    let top = format!(
+        "[redis]\nurl = \"{}\"\ntimeout = \"100ms\"\nkey_prefix = \"mit:\"\n\
+         [[rate_limit]]\nid = \"login\"\nscope = \"fleet\"\nperiod = \"10s\"\n\
+         requests_per_period = 2\nmitigation_timeout = \"30s\"\n",
+        redis.url()
+    );
+    let o = origin.addr.to_string();
+    let edges: Vec<Edge> = (0..2)
+        .map(|i| {
+            Edge::start(
+                &format!("fleet-mit-{i}"),
+                |l, a| policy(l, a, &o, &top, ""),
+                &[],
+            )
+        })
+        .collect();
+    // Two pass (one on each edge), the third is refused for the mitigation time, and the other
+    // edge, asking Redis for the first time about the block, gets the same remaining time.
+    let answers = spread(&edges, "any", 4);
+    let statuses: Vec<u16> = answers.iter().map(|a| a.1).collect();
+    assert_eq!(statuses, [200, 200, 429, 429]);
+    assert_eq!(answers[2].2, Some(30));
+    assert!(matches!(answers[3].2, Some(29 | 30)), "{:?}", answers[3].2);
+    // The counter is one key under the prefix, and Redis expires it when the block ends.
+    let keys = redis.try_command("KEYS mit:*").unwrap();
+    assert!(keys.starts_with("*1"), "one key: {keys}");
+    let mut listed = Vec::new();
+    {
+        let addr: SocketAddr = format!("127.0.0.1:{}", redis.port).parse().unwrap();
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"KEYS mit:*\r\n").unwrap();
+        let mut r = BufReader::new(s);
+        for _ in 0..3 {
+            let mut line = String::new();
+            r.read_line(&mut line).unwrap();
+            listed.push(line.trim().to_string());
+        }
+    }
+    let key = &listed[2];
+    assert!(key.starts_with("mit:rl:"), "{key}");
+    let pttl: i64 = redis
+        .try_command(&format!("PTTL {key}"))
+        .unwrap()
+        .trim()
+        .trim_start_matches(':')
+        .parse()
+        .unwrap();
+    assert!((25_000..=30_000).contains(&pttl), "PTTL {pttl}");
 }

@@ -264,8 +264,8 @@ impl FleetRule {
         self.key_base.rsplit_once("rl:").map_or("", |(p, _)| p)
     }
 
-    /// The check for one request whose characteristics hashed to `digest`; `None` when the key
-    /// is known to be refused (then the verdict is in the `Err`).
+    /// The check for one request whose characteristics hashed to `digest`, or, when the key is
+    /// known to be refused, the refusal (`Err`), with no Redis call.
     pub(crate) fn check(
         self: &Arc<Self>,
         digest: [u8; 16],

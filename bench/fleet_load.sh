@@ -1,0 +1,157 @@
+#!/usr/bin/env bash
+# Fleet rate limits under load: the same signpost binary with no rate limit, with an instance
+# rule, and with a fleet rule counting in a real redis-server on loopback, driven by wrk, in the
+# same run with interleaved rounds (each round runs every row once, in the same order), so that
+# drift on a shared machine favours no row. Redis calls are counted with INFO commandstats.
+#
+#   bench/fleet_load.sh [seconds per row, default 10] [connections, default 32] [rounds, default 3]
+#
+# Each rule has a limit no request reaches (every request is counted, none refused), so the
+# fleet row pays one Redis round trip per request: the worst case. A last row sends every
+# request with a key that is already refused, which must cost Redis nothing.
+# Needs wrk, nginx (the origin), redis-server and redis-cli. Results are appended to
+# bench/results.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-10}
+connections=${2:-32}
+rounds=${3:-3}
+for tool in wrk nginx redis-server redis-cli python3 curl; do
+  command -v "$tool" >/dev/null || { echo "bench/fleet_load.sh needs $tool (apt-get install wrk nginx-light redis-server curl)" >&2; exit 1; }
+done
+
+work=$(mktemp -d)
+chmod 755 "$work"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "nothing listens on $1" >&2; exit 1
+}
+
+cargo build --release --locked -p signpost --bin signpost >/dev/null
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+
+origin_port=$(free_port); redis_port=$(free_port)
+mkdir -p "$work/www" "$work/tmp"
+head -c 612 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
+cat > "$work/nginx.conf" <<NGINX
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
+  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
+  server { listen 127.0.0.1:$origin_port; root $work/www; keepalive_requests 1000000; }
+}
+NGINX
+nginx -c "$work/nginx.conf"
+redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >/dev/null &
+pids+=($!)
+wait_port "$origin_port"; wait_port "$redis_port"
+
+# start <listen port> <admin port> <policy text before the zone>
+start() {
+  {
+    echo "listen = [\"127.0.0.1:$1\"]"
+    echo "admin = \"127.0.0.1:$2\""
+    echo "$3"
+    echo '[[zone]]'
+    echo 'name = "bench"'
+    echo 'hosts = ["localhost"]'
+    echo "origin = \"127.0.0.1:$origin_port\""
+  } > "$work/$1.toml"
+  RUST_LOG=warn "$target/release/signpost" run --config "$work/$1.toml" --threads 1 2>"$work/$1.log" &
+  pids+=($!)
+  wait_port "$1"
+}
+# rule <scope> <characteristic> <requests per period>
+rule() {
+  printf '[[rate_limit]]\nid = "bench"\nscope = "%s"\ncharacteristics = [%s]\nperiod = "1h"\nrequests_per_period = %s\n' "$1" "$2" "$3"
+}
+redis_section=$(printf '[redis]\nurl = "redis://127.0.0.1:%s"\ntimeout = "5ms"\n' "$redis_port")
+no_rule=$(free_port); local_rule=$(free_port); fleet_rule=$(free_port); refused_rule=$(free_port)
+fleet_admin=$(free_port); refused_admin=$(free_port)
+start "$no_rule" "$(free_port)" ""
+start "$local_rule" "$(free_port)" "$(rule instance "'ip.src'" 4000000000)"
+start "$fleet_rule" "$fleet_admin" "$redis_section
+$(rule fleet "'http.request.headers[\"x-key\"]'" 4000000000)"
+start "$refused_rule" "$refused_admin" "$redis_section
+$(rule fleet "'ip.src'" 1)"
+
+evalsha() { redis-cli -p "$redis_port" INFO commandstats | tr -d '\r' | awk -F'[=,]' '/^cmdstat_evalsha:/ {print $2; f=1} END {if (!f) print 0}'; }
+answered() { # admin port -> fleet calls Redis answered, from the edge's metrics
+  curl -s "http://127.0.0.1:$1/metrics" | awk '/^signpost_fleet_calls_total\{outcome="(allowed|refused)"\}/ {s+=$2} END {print s+0}'
+}
+
+# measure <url> [header...] -> "req/s p50 p99 non2xx requests"
+measure() {
+  local url=$1
+  shift
+  local headers=() out
+  for h in "$@"; do headers+=(-H "$h"); done
+  out=$(wrk -t1 -c"$connections" -d"${seconds}s" --latency "${headers[@]}" "$url")
+  awk '/Requests\/sec/ {rps=$2} $1=="50%" {p50=$2} $1=="99%" {p99=$2} /Non-2xx/ {n=$NF}
+       / requests in / {req=$1}
+       END {printf "%s %s %s %s %s\n", rps, p50, p99, (n == "" ? 0 : n), req}' <<<"$out"
+}
+
+# Prime the refused row: its one allowed request, then the refusal Redis answers.
+curl -s -o /dev/null "http://localhost:$refused_rule/index.html"
+curl -s -o /dev/null "http://localhost:$refused_rule/index.html"
+
+raw="$work/raw.txt"
+: > "$raw"
+for round in $(seq 1 "$rounds"); do
+  echo "$round|no rate limit|$(measure "http://localhost:$no_rule/index.html")|-" >> "$raw"
+  echo "$round|instance rule|$(measure "http://localhost:$local_rule/index.html")|-" >> "$raw"
+  before=$(evalsha)
+  figures=$(measure "http://localhost:$fleet_rule/index.html" "x-key: round-$round")
+  echo "$round|fleet rule (Redis on loopback)|$figures|$(( $(evalsha) - before ))" >> "$raw"
+  before=$(evalsha)
+  figures=$(measure "http://localhost:$refused_rule/index.html")
+  echo "$round|fleet rule, key already refused|$figures|$(( $(evalsha) - before ))" >> "$raw"
+done
+
+{
+  echo
+  echo "### fleet rate limits: $(date -u +%Y-%m-%dT%H:%MZ), ${rounds} interleaved rounds, ${seconds}s per row, ${connections} connections, $(nproc) cores"
+  echo
+  echo "Command: \`bench/fleet_load.sh $seconds $connections $rounds\` (wrk -t1; each signpost runs one worker thread; $(redis-server --version | awk '{print $1, $2, $3}'))"
+  echo
+  python3 - "$raw" <<'PY'
+import statistics, sys
+rows, order = {}, []
+for line in open(sys.argv[1]):
+    r, name, figures, calls = line.rstrip("\n").split("|")
+    rps, p50, p99, non2xx, req = figures.split()
+    rows.setdefault(name, []).append((float(rps), p50, p99, non2xx, int(req), calls))
+    if name not in order:
+        order.append(name)
+local = [x[0] for x in rows["instance rule"]]
+print("| row | req/s (median) | vs instance rule (median of rounds) | p50 | p99 | non-2xx | EVALSHA calls / requests |")
+print("|---|---|---|---|---|---|---|")
+for name in order:
+    rs = rows[name]
+    med = statistics.median(x[0] for x in rs)
+    ratio = statistics.median(x[0] / l for x, l in zip(rs, local))
+    mid = sorted(rs, key=lambda x: x[0])[len(rs) // 2]
+    calls = "-" if rs[0][5] == "-" else f"{sum(int(x[5]) for x in rs)} / {sum(x[4] for x in rs)}"
+    print(f"| {name} | {med:.0f} | {ratio:.2f} | {mid[1]} | {mid[2]} | {mid[3]} | {calls} |")
+PY
+  echo
+  echo "Fleet calls Redis answered, from the edges' metrics: $(answered "$fleet_admin") on the fleet row; $(answered "$refused_admin") on the refused row (its two priming requests)."
+} | tee -a bench/results.md
