@@ -163,6 +163,14 @@ fn setup(zone_extra: &str) -> (PageOrigin, Edge) {
             body: br#"{"ok":true}"#.to_vec(),
         },
     );
+    pages.insert(
+        "/hostile-meta",
+        html(
+            br#"<title>yes</title><meta name="description" content="2026-03-09">
+            <meta property="og:image" content="'quoted' &quot;x&quot;: #y"><p>body</p>"#
+                .to_vec(),
+        ),
+    );
     let depth = 100_000;
     pages.insert(
         "/deep",
@@ -587,6 +595,67 @@ fn a_page_nested_100000_deep_is_answered_quickly() {
         .unwrap();
     assert!(metrics.contains("signpost_markdown_conversion_seconds_count"));
     assert!(metrics.contains("signpost_markdown_bytes_total{direction=\"in\"}"));
+}
+
+/// The frontmatter reads back as the same strings through PyYAML's `safe_load` (YAML 1.1, the
+/// parser agents use), where an unquoted `yes` is a boolean and `2026-03-09` a date. Skipped,
+/// loudly, without python3 and PyYAML; under `SIGNPOST_NO_SKIP=1` that fails instead.
+#[test]
+fn frontmatter_reads_back_through_pyyaml() {
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import yaml"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        assert!(
+            std::env::var_os("SIGNPOST_NO_SKIP").is_none(),
+            "SIGNPOST_NO_SKIP is set but python3 with PyYAML is not installed"
+        );
+        eprintln!(
+            "skipped: python3 with PyYAML is not installed (SIGNPOST_NO_SKIP=1 makes this fail)"
+        );
+        return;
+    }
+    let (_origin, edge) = setup(MARKDOWN_ZONE);
+    for path in ["/hostile-meta", "/blog/markdown-edge", "/latin1"] {
+        let md = converted(get(&edge, path, "text/markdown"));
+        let yaml = md
+            .strip_prefix("---\n")
+            .and_then(|rest| rest.split_once("\n---\n"))
+            .map(|(yaml, _)| yaml.to_string())
+            .unwrap();
+        let mut child = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import sys, json, yaml; print(json.dumps(yaml.safe_load(sys.stdin.read())))",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(yaml.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{path}: {yaml}");
+        let py: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let (ours, _) = frontmatter(&md);
+        for key in ["title", "description", "image"] {
+            assert_eq!(py[key].as_str(), ours[key].as_str(), "{path} {key}: {yaml}");
+        }
+        if path == "/hostile-meta" {
+            assert_eq!(py["title"], "yes");
+            assert_eq!(py["description"], "2026-03-09");
+            assert!(
+                py["image"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("http://example.com:")
+            );
+        }
+    }
 }
 
 #[test]

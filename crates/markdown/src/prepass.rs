@@ -1,5 +1,5 @@
 //! The streaming pre-pass (lol_html): drops what agents do not read (scripts, styles,
-//! navigation, page header and footer, forms' controls, embedded media), keeps only the
+//! navigation, page header and footer, by element or by ARIA role, hidden elements, forms' controls, embedded media), keeps only the
 //! attributes the conversion uses, and bounds what the tree builder and the converter will see:
 //! nesting is flattened past [`Limits::max_depth`], and a page with more than
 //! [`Limits::max_elements`] elements is refused. lol_html does not build a tree, so this pass is
@@ -110,28 +110,52 @@ fn visit(
     let tag = el.tag_name();
     let tag = tag.as_str();
 
-    let dropped = DROPPED.contains(&tag)
-        || el.has_attribute("hidden")
-        || el
-            .get_attribute("aria-hidden")
-            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-        || (matches!(tag, "header" | "footer") && state.content_depth.get() == 0)
-        || (tag == "script"
-            && !el
-                .get_attribute("type")
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/ld+json")));
+    // One look at the attributes: what decides dropping, and which ones to remove.
+    let mut hidden = false;
+    let mut json_ld = false;
+    // ARIA landmarks that mean navigation, page header, page footer or search.
+    let mut role_nav = false;
+    let mut role_chrome = false;
+    let mut remove: Vec<String> = Vec::new();
+    for attr in el.attributes() {
+        let name = attr.name();
+        match name.as_str() {
+            "hidden" => hidden = true,
+            "aria-hidden" => hidden |= attr.value().trim().eq_ignore_ascii_case("true"),
+            "role" => {
+                let role = attr.value();
+                let role = role.trim();
+                role_nav =
+                    role.eq_ignore_ascii_case("navigation") || role.eq_ignore_ascii_case("search");
+                role_chrome =
+                    role.eq_ignore_ascii_case("banner") || role.eq_ignore_ascii_case("contentinfo");
+            }
+            "type" if tag == "script" => {
+                json_ld = attr
+                    .value()
+                    .trim()
+                    .eq_ignore_ascii_case("application/ld+json");
+            }
+            _ => {}
+        }
+        let keep = keep_attribute(tag, &name) && {
+            let value = attr.value();
+            value.len() <= MAX_ATTRIBUTE_BYTES
+                && !(name == "src" && value.trim_start().starts_with("data:"))
+        };
+        if !keep {
+            remove.push(name);
+        }
+    }
+    let dropped = hidden
+        || role_nav
+        || DROPPED.contains(&tag)
+        || ((role_chrome || matches!(tag, "header" | "footer")) && state.content_depth.get() == 0)
+        || (tag == "script" && !json_ld);
     if dropped {
         el.remove();
-    }
-
-    let names: Vec<String> = el.attributes().iter().map(|a| a.name()).collect();
-    for name in names {
-        let keep = keep_attribute(tag, &name)
-            && el.get_attribute(&name).is_some_and(|v| {
-                v.len() <= MAX_ATTRIBUTE_BYTES
-                    && !(name == "src" && v.trim_start().starts_with("data:"))
-            });
-        if !keep {
+    } else {
+        for name in remove {
             el.remove_attribute(&name);
         }
     }
@@ -175,6 +199,7 @@ mod tests {
         let html = r#"<html><head><script>alert(1)</script><style>p{}</style>
             <script type="application/ld+json">{"a":1}</script></head><body>
             <header>site header</header><nav>menu</nav><div hidden>cookie banner</div>
+            <div role="navigation">sidebar</div><div role="banner">banner</div>
             <article><header><h1>Title</h1></header><p onclick="x" class="c">Text</p></article>
             <footer>site footer</footer></body></html>"#;
         let out = run(html, &limits()).unwrap();
@@ -184,6 +209,7 @@ mod tests {
         assert!(!out.contains("site header"));
         assert!(!out.contains("menu"));
         assert!(!out.contains("cookie banner"));
+        assert!(!out.contains("sidebar") && !out.contains(">banner<"));
         assert!(!out.contains("site footer"));
         assert!(out.contains("<header><h1>Title</h1></header>"));
         assert!(out.contains("<p>Text</p>"));

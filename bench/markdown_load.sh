@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Whole-binary load test of the Markdown conversion: one page served through signpost as HTML and
+# as Markdown, in the same run, from the same nginx origin, driven by wrk over loopback.
+#
+#   bench/markdown_load.sh [seconds per run, default 5] [connections, default 16]
+#
+# The page is tests/e2e/pages/blog.html padded to about 100 KB with more article paragraphs. What
+# it leaves out: TLS, compressed origin bodies, an isolated machine (wrk, signpost and nginx share
+# its cores): compare rows of one run. Results are appended to bench/results.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${1:-5}
+connections=${2:-16}
+for tool in wrk nginx; do
+  command -v "$tool" >/dev/null || { echo "bench/markdown_load.sh needs $tool (apt-get install wrk nginx-light)" >&2; exit 1; }
+done
+
+work=$(mktemp -d)
+chmod 755 "$work"
+pids=()
+cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  echo "nothing listens on $1" >&2; exit 1
+}
+
+origin_port=$(free_port); signpost_port=$(free_port); admin_port=$(free_port)
+
+mkdir -p "$work/www" "$work/tmp"
+python3 - "$work/www/page.html" <<'PY'
+import sys
+page = open("tests/e2e/pages/blog.html", encoding="utf-8").read()
+para = ("<p>Agents now read more of our site than people do. Every page they fetch costs them the "
+        "<strong>whole</strong> HTML: <a href=\"/blog/nav\">navigation</a>, scripts, styles.</p>\n")
+extra = para * ((100_000 - len(page)) // len(para))
+open(sys.argv[1], "w", encoding="utf-8").write(page.replace("<h2>What we measured</h2>", extra + "<h2>What we measured</h2>"))
+PY
+cat > "$work/nginx.conf" <<EOF
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  types { text/html html; }
+  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
+  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
+  server { listen 127.0.0.1:$origin_port; root $work/www; keepalive_requests 1000000; }
+}
+EOF
+nginx -c "$work/nginx.conf"
+wait_port "$origin_port"
+
+cargo build --release --locked -p signpost --bin signpost >/dev/null
+target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+cat > "$work/policy.toml" <<EOF
+listen = ["127.0.0.1:$signpost_port"]
+admin = "127.0.0.1:$admin_port"
+[[zone]]
+name = "bench"
+hosts = ["localhost"]
+origin = "127.0.0.1:$origin_port"
+[zone.markdown]
+enabled = true
+EOF
+RUST_LOG=warn "$target/release/signpost" run --config "$work/policy.toml" --threads 1 2>"$work/signpost.log" &
+pids+=($!)
+wait_port "$signpost_port"
+url="http://localhost:$signpost_port/page.html"
+html_bytes=$(curl -s "$url" | wc -c)
+md_bytes=$(curl -s -H 'Accept: text/markdown' "$url" | wc -c)
+
+run() { # name [header...]
+  local name=$1
+  shift
+  local headers=() out
+  for h in "$@"; do headers+=(-H "$h"); done
+  out=$(wrk -t1 -c"$connections" -d"${seconds}s" --latency "${headers[@]}" "$url")
+  local rps p50 p99 non2xx
+  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+  p50=$(awk '$1=="50%" {print $2}' <<<"$out")
+  p99=$(awk '$1=="99%" {print $2}' <<<"$out")
+  non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
+  printf '| %-44s | %10s | %8s | %8s | %8s |\n' "$name" "$rps" "$p50" "$p99" "${non2xx:-0}"
+}
+
+{
+  echo
+  echo "### $(date -u +%Y-%m-%dT%H:%MZ), Markdown conversion, ${seconds}s per row, ${connections} connections, $(nproc) cores"
+  echo
+  echo "Command: \`bench/markdown_load.sh $seconds $connections\` (wrk -t1; signpost --threads 1, its conversions on the blocking pool; the page: $html_bytes bytes of HTML, $md_bytes of Markdown)"
+  echo
+  echo "| target | req/s | p50 | p99 | non-2xx |"
+  echo "|---|---|---|---|---|"
+  run "signpost, browser Accept (HTML proxied)" "Accept: text/html,*/*;q=0.8"
+  run "signpost, Accept: text/markdown (converted)" "Accept: text/markdown"
+} | tee -a bench/results.md

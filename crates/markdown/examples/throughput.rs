@@ -1,0 +1,148 @@
+//! Conversion throughput per core and latency percentiles, measured by this thread's CPU time
+//! (`/proc/thread-self/schedstat`, Linux) as well as wall time, so that other processes on a
+//! shared machine do not lower the per-core figure.
+//!
+//!     cargo run --profile bench -p signpost-markdown --example throughput [seconds per size]
+
+use std::time::{Duration, Instant};
+
+use signpost_markdown::{Limits, convert_html};
+use url::Url;
+
+#[path = "../benches/page.rs"]
+mod page;
+
+fn thread_cpu() -> Duration {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").unwrap_or_default();
+    let ns = text
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    Duration::from_nanos(ns)
+}
+
+fn main() {
+    let seconds: f64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3.0);
+    let url = Url::parse("https://docs.example/ref/page.html").unwrap();
+    let limits = Limits::default();
+    println!(
+        "| page | size | iterations | MB/s per core (CPU time) | MB/s (wall) | p50 CPU | p99 CPU | p99 wall |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    for (name, size) in [("10 KB", 10_000), ("100 KB", 100_000), ("1 MB", 1_000_000)] {
+        let html = page::page(size);
+        // Warm up (thread-local converter, allocator).
+        convert_html(&html, Some(&url), &limits).unwrap();
+        let (mut cpu, mut wall) = (Vec::new(), Vec::new());
+        let started = Instant::now();
+        while started.elapsed().as_secs_f64() < seconds || cpu.len() < 5 {
+            let (c0, w0) = (thread_cpu(), Instant::now());
+            let md = convert_html(&html, Some(&url), &limits).unwrap();
+            std::hint::black_box(md);
+            cpu.push(thread_cpu() - c0);
+            wall.push(w0.elapsed());
+        }
+        let total_cpu: Duration = cpu.iter().sum();
+        let total_wall: Duration = wall.iter().sum();
+        let bytes = (html.len() * cpu.len()) as f64 / 1e6;
+        cpu.sort();
+        wall.sort();
+        let pct = |v: &[Duration], p: f64| v[((v.len() - 1) as f64 * p).round() as usize];
+        println!(
+            "| {name} | {} | {} | {:.1} | {:.1} | {:.2} ms | {:.2} ms | {:.2} ms |",
+            html.len(),
+            cpu.len(),
+            bytes / total_cpu.as_secs_f64(),
+            bytes / total_wall.as_secs_f64(),
+            pct(&cpu, 0.5).as_secs_f64() * 1e3,
+            pct(&cpu, 0.99).as_secs_f64() * 1e3,
+            pct(&wall, 0.99).as_secs_f64() * 1e3,
+        );
+    }
+    let html = page::page(1_000_000);
+    let mut sums = [Duration::ZERO; 4];
+    for _ in 0..5 {
+        let t = signpost_markdown::step_times(&html, Some(&url), &limits);
+        for (s, t) in sums.iter_mut().zip(t) {
+            *s += t;
+        }
+    }
+    println!(
+        "\n1 MB page, wall time per step (5 runs): pre-pass {:?}, tree {:?}, walk {:?}, htmd {:?}",
+        sums[0] / 5,
+        sums[1] / 5,
+        sums[2] / 5,
+        sums[3] / 5
+    );
+    for dir in ["/usr/share/doc/git-doc", "/usr/share/doc/python3.11/html"] {
+        corpus(dir, &limits);
+    }
+}
+
+/// Every `.html` file under `dir`: throughput per core over the whole corpus, the slowest page,
+/// and the cl100k_base token reduction (median and over all bytes).
+fn corpus(dir: &str, limits: &Limits) {
+    let mut files = Vec::new();
+    let mut stack = vec![std::path::PathBuf::from(dir)];
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "html") {
+                files.push(p);
+            }
+        }
+    }
+    if files.is_empty() {
+        println!("{dir}: not installed");
+        return;
+    }
+    let bpe = tiktoken_rs::cl100k_base_singleton();
+    let (mut bytes, mut cpu, mut slowest) = (0usize, Duration::ZERO, Duration::ZERO);
+    let (mut html_tokens, mut md_tokens, mut reductions, mut failed) =
+        (0usize, 0usize, Vec::new(), 0);
+    for f in &files {
+        let raw = std::fs::read(f).unwrap();
+        let source = signpost_markdown::Source {
+            body: &raw,
+            content_type: Some("text/html"),
+            content_encoding: None,
+        };
+        let c0 = thread_cpu();
+        let result =
+            signpost_markdown::convert(&source, Some("https://docs.example/a/b.html"), limits);
+        let took = thread_cpu() - c0;
+        let Ok(md) = result else {
+            failed += 1;
+            continue;
+        };
+        bytes += raw.len();
+        cpu += took;
+        slowest = slowest.max(took);
+        let h = bpe
+            .encode_with_special_tokens(&String::from_utf8_lossy(&raw))
+            .len();
+        let m = bpe.encode_with_special_tokens(&md).len();
+        html_tokens += h;
+        md_tokens += m;
+        reductions.push(1.0 - m as f64 / h.max(1) as f64);
+    }
+    reductions.sort_by(f64::total_cmp);
+    println!(
+        "{dir}: {} pages ({failed} not converted), {:.1} MB, {:.1} MB/s per core, slowest page {:.1} ms CPU; tokens {html_tokens} -> {md_tokens} ({:.1}% fewer overall), median page {:.1}% fewer",
+        files.len(),
+        bytes as f64 / 1e6,
+        bytes as f64 / 1e6 / cpu.as_secs_f64(),
+        slowest.as_secs_f64() * 1e3,
+        100.0 * (1.0 - md_tokens as f64 / html_tokens as f64),
+        100.0 * reductions[reductions.len() / 2],
+    );
+}
