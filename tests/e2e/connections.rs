@@ -811,3 +811,76 @@ fn websocket_upgrades_still_pass_through() {
     }
     assert_eq!(echoed, b"ping over the tunnel");
 }
+
+/// The edge's peak resident memory (VmHWM), in KiB.
+fn peak_rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+#[test]
+fn a_50_mb_upload_streams_in_bounded_memory() {
+    const SIZE: usize = 50 * 1000 * 1000;
+    // An origin that reads and counts the body, then answers with the count.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin_addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let Ok((conn, _)) = listener.accept() else {
+            return;
+        };
+        let mut reader = std::io::BufReader::new(conn);
+        let mut line = String::new();
+        let mut length = 0usize;
+        loop {
+            line.clear();
+            if std::io::BufRead::read_line(&mut reader, &mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                length = v.trim().parse().unwrap();
+            }
+            if line == "\r\n" {
+                break;
+            }
+        }
+        let mut body = (&mut reader).take(length as u64);
+        let got = std::io::copy(&mut body, &mut std::io::sink()).unwrap_or(0);
+        let answer = got.to_string();
+        let _ = reader.get_mut().write_all(
+            format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{answer}",
+                answer.len()
+            )
+            .as_bytes(),
+        );
+    });
+    let o = origin_addr.to_string();
+    let edge = Edge::start("conn-upload", |l, a| policy(l, a, &o, "", ""), &[]);
+    let before = peak_rss_kib(edge.pid());
+    let mut s = connect(&edge);
+    s.write_all(
+        format!("POST /up HTTP/1.1\r\nHost: example.com\r\nContent-Length: {SIZE}\r\n\r\n")
+            .as_bytes(),
+    )
+    .unwrap();
+    let chunk = vec![b'u'; 1 << 20];
+    let mut sent = 0;
+    while sent < SIZE {
+        let n = chunk.len().min(SIZE - sent);
+        s.write_all(&chunk[..n]).unwrap();
+        sent += n;
+    }
+    let resp = raw_exchange(&mut s, b"");
+    assert_eq!(resp.status, 200);
+    assert_eq!(resp.body, SIZE.to_string().as_bytes());
+    let grown = peak_rss_kib(edge.pid()).saturating_sub(before);
+    eprintln!("50 MB upload: edge peak RSS grew by {grown} KiB");
+    assert!(
+        grown < 20 * 1024,
+        "the edge's peak memory grew by {grown} KiB"
+    );
+}
