@@ -167,6 +167,16 @@ fn bodies_over_the_zone_limit_are_413() {
     );
     let resp = raw_exchange(&mut s, req.as_bytes());
     assert_json_problem(&resp, 413);
+    // At the limit, chunked and arriving with the head (pre-read, then replayed through the
+    // body filter): counted once, proxied.
+    let mut s = connect(&edge);
+    let body = "z".repeat(1024);
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n\r\n\
+         400\r\n{body}\r\n0\r\n\r\n"
+    );
+    let resp = raw_exchange(&mut s, req.as_bytes());
+    assert_eq!(resp.status, 200, "{}", String::from_utf8_lossy(&resp.body));
     // At the limit: proxied.
     let mut s = connect(&edge);
     let body = "y".repeat(1024);

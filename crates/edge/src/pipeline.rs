@@ -118,16 +118,15 @@ impl Edge {
             e.as_down();
             e
         })?;
-        ctx.body_bytes = first.as_ref().map_or(0, |b| b.len() as u64);
+        // Not added to `ctx.body_bytes`: the proxy replays these bytes through
+        // `request_body_filter`, which counts them then.
+        let read = first.as_ref().map_or(0, |b| b.len() as u64);
         if session.retry_buffer_truncated() {
             // Not reachable under the bound above; if it were, the bytes read could no longer
             // be forwarded, and the request must not reach the origin without them.
             return Error::e_explain(InternalError, "request body pre-read overflowed");
         }
-        if self
-            .zone(ctx)
-            .is_some_and(|zone| ctx.body_bytes > zone.max_body_size)
-        {
+        if self.zone(ctx).is_some_and(|zone| read > zone.max_body_size) {
             return Error::e_explain(BODY_TOO_LARGE, "request body over the zone's max_body_size");
         }
         Ok(())
