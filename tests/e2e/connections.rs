@@ -523,6 +523,30 @@ fn open_descriptors(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
+/// Waits (up to 10 s) until the edge's gauge `name` reads `want`.
+fn wait_for_gauge(edge: &Edge, name: &str, want: i64) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let prefix = format!("{name} ");
+    loop {
+        let metrics = reqwest::blocking::get(format!("http://{}/metrics", edge.admin))
+            .unwrap()
+            .text()
+            .unwrap();
+        let value: Option<i64> = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.trim().parse().ok());
+        if value == Some(want) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{name} is {value:?}, want {want}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn counter(edge: &Edge, event: &str) -> u64 {
     let metrics = reqwest::blocking::get(format!("http://{}/metrics", edge.admin))
         .unwrap()
@@ -542,18 +566,19 @@ fn one_client_cannot_hold_more_than_its_connections() {
     for s in &mut held {
         s.write_all(b"GET / HTTP/1.1\r\n").unwrap();
     }
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for_gauge(&edge, "signpost_client_connections", 5);
     let mut sixth = connect(&edge);
     let _ = sixth.write_all(b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
     let (bytes, closed) = read_to_close(&mut sixth, Duration::from_secs(5));
     assert!(
         closed && bytes.is_empty(),
-        "the sixth connection was served"
+        "the sixth connection was served: closed {closed}, {:?}",
+        String::from_utf8_lossy(&bytes)
     );
     assert_eq!(counter(&edge, "too_many_connections"), 1);
     // One held connection ends: a new one is served again.
     drop(held.pop());
-    std::thread::sleep(Duration::from_millis(300));
+    wait_for_gauge(&edge, "signpost_client_connections", 4);
     let mut again = connect(&edge);
     let resp = raw_exchange(&mut again, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
     assert_eq!(resp.status, 200);

@@ -45,6 +45,7 @@ pub struct Metrics {
     upstream_latency: Family<ZoneLabel, Histogram>,
     reloads: Family<OutcomeLabel, Counter>,
     connection_events: Family<EventLabel, Counter>,
+    client_connections: Gauge<i64, std::sync::atomic::AtomicI64>,
     rate_limit_keys: Gauge<i64, std::sync::atomic::AtomicI64>,
     policy_generation: Gauge<u64, AtomicU64>,
     /// The zone label of requests no zone served.
@@ -82,6 +83,12 @@ impl Metrics {
              malformed, too_many_connections",
             connection_events.clone(),
         );
+        let client_connections = Gauge::default();
+        registry.register(
+            "client_connections",
+            "Client connections open now, as the per-client cap counts them",
+            client_connections.clone(),
+        );
         let rate_limit_keys = Gauge::default();
         registry.register(
             "rate_limit_keys",
@@ -100,6 +107,7 @@ impl Metrics {
             upstream_latency,
             reloads,
             connection_events,
+            client_connections,
             rate_limit_keys,
             policy_generation,
             no_zone: Arc::from("-"),
@@ -152,6 +160,11 @@ impl Metrics {
         self.connection_events
             .get_or_create(&EventLabel { event })
             .inc();
+    }
+
+    /// The gauge of open client connections, which the connection cap keeps.
+    pub fn client_connections(&self) -> Gauge<i64, std::sync::atomic::AtomicI64> {
+        self.client_connections.clone()
     }
 
     pub fn observe_policy_loaded(&self) {
