@@ -789,64 +789,6 @@ fn expect_100_continue_still_works() {
     assert_eq!(echo["body"], "hello");
 }
 
-#[test]
-fn websocket_upgrades_still_pass_through() {
-    // An origin that answers an upgrade with 101 and then echoes raw bytes back.
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let origin_addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        let Ok((mut conn, _)) = listener.accept() else {
-            return;
-        };
-        let mut head = Vec::new();
-        let mut byte = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") {
-            if conn.read(&mut byte).unwrap_or(0) == 0 {
-                return;
-            }
-            head.push(byte[0]);
-        }
-        let _ = conn.write_all(
-            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
-        );
-        let mut buf = [0u8; 1024];
-        while let Ok(n) = conn.read(&mut buf) {
-            if n == 0 || conn.write_all(&buf[..n]).is_err() {
-                return;
-            }
-        }
-    });
-    let o = origin_addr.to_string();
-    let edge = Edge::start("conn-ws", |l, a| policy(l, a, &o, "", ""), &[]);
-    let mut s = connect(&edge);
-    s.write_all(
-        b"GET /ws HTTP/1.1\r\nHost: example.com\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-          Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
-    )
-    .unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let mut got = Vec::new();
-    let mut buf = [0u8; 1024];
-    while !got.ends_with(b"\r\n\r\n") {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "closed: {:?}", String::from_utf8_lossy(&got));
-        got.extend_from_slice(&buf[..n]);
-    }
-    assert!(
-        got.starts_with(b"HTTP/1.1 101"),
-        "{:?}",
-        String::from_utf8_lossy(&got)
-    );
-    s.write_all(b"ping over the tunnel").unwrap();
-    let mut echoed = Vec::new();
-    while echoed.len() < 20 {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "tunnel closed");
-        echoed.extend_from_slice(&buf[..n]);
-    }
-    assert_eq!(echoed, b"ping over the tunnel");
-}
-
 /// The edge's peak resident memory (VmHWM), in KiB.
 fn peak_rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))

@@ -576,7 +576,13 @@ pub const BODY_TOO_SLOW: ErrorType = ErrorType::Custom("RequestBodyTooSlow");
 /// the wait before the next request (unless the client asked to close), the body read timeout,
 /// and pipelining, so that requests sent back to back are each answered in order.
 fn apply_connection_limits(session: &mut Session, limits: &signpost_policy::Connections) {
-    session.as_downstream_mut().set_pipelining_enabled(true);
+    // Not for an upgrade request: the bytes after it belong to the tunnel, and Pingora's idle read
+    // would take early ones for a pipelined request.
+    let upgrade = session
+        .req_header()
+        .headers
+        .contains_key(http::header::UPGRADE);
+    session.as_downstream_mut().set_pipelining_enabled(!upgrade);
     if session.get_keepalive().is_some() {
         // Whole seconds: Pingora's keep-alive takes seconds, and 0 would mean "forever".
         session.set_keepalive(Some(limits.idle_timeout.as_secs().max(1)));
