@@ -562,6 +562,8 @@ fn counter(edge: &Edge, event: &str) -> u64 {
 #[test]
 fn one_client_cannot_hold_more_than_its_connections() {
     let (_origin, edge) = echo_edge("conn-cap", "[connections]\nmax_per_client = 5", "", &[]);
+    // The start-up probe's connection is gone before the count starts.
+    wait_for_gauge(&edge, "signpost_client_connections", 0);
     let mut held: Vec<TcpStream> = (0..5).map(|_| connect(&edge)).collect();
     for s in &mut held {
         s.write_all(b"GET / HTTP/1.1\r\n").unwrap();
