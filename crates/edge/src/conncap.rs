@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 use std::net::IpAddr;
+use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
@@ -14,6 +15,7 @@ use async_trait::async_trait;
 use pingora::apps::ServerApp;
 use pingora::protocols::Stream;
 use pingora::server::ShutdownWatch;
+use prometheus_client::metrics::gauge::Gauge;
 
 use crate::malformed::LogBudget;
 use crate::metrics::Metrics;
@@ -39,6 +41,8 @@ pub fn client_key(ip: IpAddr) -> IpAddr {
 #[derive(Default)]
 pub struct ConnectionTable {
     open: Mutex<HashMap<IpAddr, u32>>,
+    /// Connections counted now, all clients together (`signpost_client_connections`).
+    gauge: Gauge<i64, AtomicI64>,
 }
 
 impl ConnectionTable {
@@ -53,6 +57,7 @@ impl ConnectionTable {
             return None;
         }
         *count += 1;
+        self.gauge.inc();
         Some(Slot {
             table: self.clone(),
             key,
@@ -76,6 +81,7 @@ struct Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut open = self.table.open.lock().unwrap_or_else(|e| e.into_inner());
+        self.table.gauge.dec();
         if let Some(count) = open.get_mut(&self.key) {
             *count = count.saturating_sub(1);
             if *count == 0 {
@@ -96,11 +102,15 @@ pub struct Capped<A> {
 
 impl<A> Capped<A> {
     pub fn new(inner: A, policy: Arc<ArcSwap<Loaded>>, metrics: Arc<Metrics>) -> Capped<A> {
+        let table = Arc::new(ConnectionTable {
+            open: Mutex::default(),
+            gauge: metrics.client_connections(),
+        });
         Capped {
             inner: Arc::new(inner),
             policy,
             metrics,
-            table: Arc::default(),
+            table,
             log: LogBudget::default(),
         }
     }
@@ -184,8 +194,10 @@ mod tests {
         drop(first);
         let third = table.try_open(key, 2).unwrap();
         assert_eq!(table.count(key), 2);
+        assert_eq!(table.gauge.get(), 2);
         drop((second, third));
         assert_eq!(table.count(key), 0);
+        assert_eq!(table.gauge.get(), 0);
         assert!(
             table.open.lock().unwrap().is_empty(),
             "no entry outlives its connections"

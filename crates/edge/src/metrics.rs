@@ -72,6 +72,7 @@ pub struct Metrics {
     upstream_latency: Family<ZoneLabel, Histogram>,
     reloads: Family<OutcomeLabel, Counter>,
     connection_events: Family<EventLabel, Counter>,
+    client_connections: Gauge<i64, std::sync::atomic::AtomicI64>,
     rate_limit_keys: Gauge<i64, std::sync::atomic::AtomicI64>,
     rate_limit_evicted: Gauge<u64, AtomicU64>,
     rate_limit_sketched: Gauge<u64, AtomicU64>,
@@ -115,6 +116,12 @@ impl Metrics {
             "Clients cut or refused at the connection level: header_timeout, body_timeout, \
              malformed, too_many_connections",
             connection_events.clone(),
+        );
+        let client_connections = Gauge::default();
+        registry.register(
+            "client_connections",
+            "Client connections open now, as the per-client cap counts them",
+            client_connections.clone(),
         );
         let rate_limit_keys = Gauge::default();
         registry.register(
@@ -174,6 +181,7 @@ impl Metrics {
             upstream_latency,
             reloads,
             connection_events,
+            client_connections,
             rate_limit_keys,
             rate_limit_evicted,
             rate_limit_sketched,
@@ -260,6 +268,11 @@ impl Metrics {
         self.connection_events
             .get_or_create(&EventLabel { event })
             .inc();
+    }
+
+    /// The gauge of open client connections, which the connection cap keeps.
+    pub fn client_connections(&self) -> Gauge<i64, std::sync::atomic::AtomicI64> {
+        self.client_connections.clone()
     }
 
     pub fn observe_policy_loaded(&self) {

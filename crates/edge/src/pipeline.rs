@@ -122,16 +122,15 @@ impl Edge {
             e.as_down();
             e
         })?;
-        ctx.body_bytes = first.as_ref().map_or(0, |b| b.len() as u64);
+        // Not added to `ctx.body_bytes`: the proxy replays these bytes through
+        // `request_body_filter`, which counts them then.
+        let read = first.as_ref().map_or(0, |b| b.len() as u64);
         if session.retry_buffer_truncated() {
             // Not reachable under the bound above; if it were, the bytes read could no longer
             // be forwarded, and the request must not reach the origin without them.
             return Error::e_explain(InternalError, "request body pre-read overflowed");
         }
-        if self
-            .zone(ctx)
-            .is_some_and(|zone| ctx.body_bytes > zone.max_body_size)
-        {
+        if self.zone(ctx).is_some_and(|zone| read > zone.max_body_size) {
             return Error::e_explain(BODY_TOO_LARGE, "request body over the zone's max_body_size");
         }
         Ok(())
@@ -719,7 +718,13 @@ pub const BODY_TOO_SLOW: ErrorType = ErrorType::Custom("RequestBodyTooSlow");
 /// the wait before the next request (unless the client asked to close), the body read timeout,
 /// and pipelining, so that requests sent back to back are each answered in order.
 fn apply_connection_limits(session: &mut Session, limits: &signpost_policy::Connections) {
-    session.as_downstream_mut().set_pipelining_enabled(true);
+    // Not for an upgrade request: the bytes after it belong to the tunnel, and Pingora's idle read
+    // would take early ones for a pipelined request.
+    let upgrade = session
+        .req_header()
+        .headers
+        .contains_key(http::header::UPGRADE);
+    session.as_downstream_mut().set_pipelining_enabled(!upgrade);
     if session.get_keepalive().is_some() {
         // Whole seconds: Pingora's keep-alive takes seconds, and 0 would mean "forever".
         session.set_keepalive(Some(limits.idle_timeout.as_secs().max(1)));
