@@ -146,6 +146,8 @@ check_spread "shared count over three edges" "$lines" "$fleet_limit" 30
 ok "no fallback on any edge"
 
 log "fleet 2: edge3 cut off from Redis (docker network disconnect $net_redis edge3)"
+edge3_ip() { docker inspect -f "{{ with index .NetworkSettings.Networks \"$net_redis\" }}{{ .IPAddress }}{{ end }}" "$edge3"; }
+ip_before=$(edge3_ip)
 docker network disconnect "$net_redis" "$edge3"
 lines=$(fleet_spread b edge1,edge2 20)
 check_spread "client B over edge1 and edge2 (still connected)" "$lines" "$fleet_limit" 20
@@ -159,7 +161,21 @@ ok "edge3 signpost_fleet_fallbacks_total +12: $(metric edge3 signpost_fleet_fall
 ok "edge1 and edge2: no fallback"
 
 log "fleet 3: edge3 connected again (docker network connect $net_redis edge3)"
+# SIGNPOST_FLEET_NEW_IP=1: a placeholder takes edge3's old address first, so that edge3 comes
+# back with another one and its old connection to Redis is dead for good (not only stalled).
+if [[ ${SIGNPOST_FLEET_NEW_IP:-0} == 1 ]]; then
+    containers+=("$run_id-placeholder")
+    docker run -d --name "$run_id-placeholder" --network "$net_redis" --ip "$ip_before" \
+        python:3-slim sleep infinity >/dev/null 2>&1 \
+        || docker run -d --name "$run_id-placeholder" --network "$net_redis" \
+            python:3-slim sleep infinity >/dev/null
+fi
 docker network connect "$net_redis" "$edge3"
+ip_after=$(edge3_ip)
+ok "edge3's address on the redis network: $ip_before before, $ip_after after"
+if [[ ${SIGNPOST_FLEET_NEW_IP:-0} == 1 && $ip_after == "$ip_before" ]]; then
+    die "fleet: SIGNPOST_FLEET_NEW_IP=1 but edge3 got its old address back"
+fi
 reconnect_start=$SECONDS
 before=$(answered edge3)
 back=0
@@ -179,6 +195,7 @@ ok "no fallback on any edge: shared counting resumed"
 
 # The clients first: a network with containers attached cannot be removed.
 for c in "${!client[@]}"; do docker rm -f "${client[$c]}" >/dev/null; done
+docker rm -f "$run_id-placeholder" >/dev/null 2>&1 || true
 "${compose_cmd[@]}" down --volumes --remove-orphans >/dev/null 2>&1
 compose_project=
 ok "fleet stage: $((SECONDS - fleet_start)) s"

@@ -333,13 +333,14 @@ else
     echo "$lock_sum" >"$work/vendor/.stamp"
 fi
 log "vendored crates: $(find "$work/vendor" -mindepth 1 -maxdepth 1 -type d | wc -l) ($(du -sh "$work/vendor" | cut -f1))"
-cp -al "$work/vendor" "$ctx/vendor" 2>/dev/null || cp -a "$work/vendor" "$ctx/vendor"
-rm -f "$ctx/vendor/.stamp"
+# In .cargo-vendor: the repository has a vendor/ of its own (patched crates, [patch.crates-io]).
+cp -al "$work/vendor" "$ctx/.cargo-vendor" 2>/dev/null || cp -a "$work/vendor" "$ctx/.cargo-vendor"
+rm -f "$ctx/.cargo-vendor/.stamp"
 mkdir -p "$ctx/.cargo"
 {
     echo
-    echo "# docker/test.sh: build offline from the vendored crates in ./vendor"
-    sed -E 's|^directory = .*|directory = "vendor"|' "$work/vendor.config.toml"
+    echo "# docker/test.sh: build offline from the vendored crates in ./.cargo-vendor"
+    sed -E 's|^directory = .*|directory = ".cargo-vendor"|' "$work/vendor.config.toml"
     printf '\n[net]\noffline = true\n'
 } >>"$ctx/.cargo/config.toml"
 
