@@ -31,9 +31,11 @@ mkdir -p "$fleet_dir"
 cat >"$fleet_dir/client.py" <<'EOF'
 import sys, urllib.error, urllib.request
 
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy from the env
+
 def get(url):
     try:
-        with urllib.request.urlopen(url, timeout=5) as r:
+        with opener.open(url, timeout=5) as r:
             return r.status, r.headers, r.read()
     except urllib.error.HTTPError as e:
         return e.code, e.headers, e.read()
