@@ -19,7 +19,7 @@ grep -qE "^requests_per_period = $fleet_limit\$" "$repo/docker/fleet-policy.toml
 
 # Down the compose.yaml project first: cleanup() handles one project at a time.
 if [[ -n $compose_project ]]; then
-    "${compose_cmd[@]}" down --volumes --remove-orphans >/dev/null 2>&1
+    "${compose_cmd[@]}" down --timeout 3 --volumes --remove-orphans >/dev/null 2>&1
     compose_project=
 fi
 
@@ -167,10 +167,9 @@ log "fleet 3: edge3 connected again (docker network connect $net_redis edge3)"
 # back with another one and its old connection to Redis is dead for good (not only stalled).
 if [[ ${SIGNPOST_FLEET_NEW_IP:-0} == 1 ]]; then
     containers+=("$run_id-placeholder")
-    docker run -d --name "$run_id-placeholder" --network "$net_redis" --ip "$ip_before" \
-        python:3-slim sleep infinity >/dev/null 2>&1 \
-        || docker run -d --name "$run_id-placeholder" --network "$net_redis" \
-            python:3-slim sleep infinity >/dev/null
+    # Docker hands out the lowest free address of the network: edge3's old one.
+    docker run -d --name "$run_id-placeholder" --network "$net_redis" \
+        python:3-slim sleep infinity >/dev/null
 fi
 docker network connect "$net_redis" "$edge3"
 ip_after=$(edge3_ip)
@@ -198,6 +197,7 @@ ok "no fallback on any edge: shared counting resumed"
 # The clients first: a network with containers attached cannot be removed.
 for c in "${!client[@]}"; do docker rm -f "${client[$c]}" >/dev/null; done
 docker rm -f "$run_id-placeholder" >/dev/null 2>&1 || true
-"${compose_cmd[@]}" down --volumes --remove-orphans >/dev/null 2>&1
+# The origin (python as pid 1) ignores SIGTERM: do not wait Docker's 10 s for it.
+"${compose_cmd[@]}" down --timeout 3 --volumes --remove-orphans >/dev/null 2>&1
 compose_project=
 ok "fleet stage: $((SECONDS - fleet_start)) s"
