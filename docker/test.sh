@@ -7,6 +7,7 @@
 #      debian:bookworm-slim  debootstrap --variant=minbase, then `docker import`
 #      rust:1-bookworm       the same plus cmake/gcc/g++/make/perl and the host's Rust toolchain
 #      python:3-slim         the rust stand-in, which has python3 (the demo origin)
+#      redis:7               minbase plus Debian's redis-server (docker/fleet.yaml's Redis)
 #    A tag that already exists is reused (a real image from a registry, or a stand-in of an earlier
 #    run with the same recipe), so debootstrap runs only on a cold machine.
 # 2. A build context under docker/.build/context: the repository's files plus `cargo vendor`ed
@@ -16,6 +17,8 @@
 # 4. Runs: an origin container and signpost with a mounted policy on a private network; a request
 #    through the edge reaches the origin; /cdn-cgi/error/1015 in JSON and in Markdown; the process
 #    is not root; the HEALTHCHECK turns healthy; the default policy loads; docker/compose.yaml.
+# 5. docker/fleet.yaml (docker/fleet-test.sh): three edges share a fleet-scope rate limit in Redis;
+#    one is cut off from Redis and falls back, the other two keep the shared count; it comes back.
 #
 # Knobs (environment):
 #   SIGNPOST_DEBIAN_MIRROR   Debian mirror for debootstrap (default: the one apt uses here)
@@ -23,6 +26,10 @@
 #                            (the last commit, with Dockerfile and .dockerignore of the work tree)
 #   SIGNPOST_TEST_IMAGE      tag of the image under test (default signpost:test)
 #   SIGNPOST_TEST_COMPOSE    auto (default: when docker-compose or `docker compose` exists), 1, 0
+#                            (0 also leaves out the fleet stage, which runs docker/fleet.yaml)
+#   SIGNPOST_TEST_FLEET      auto (default: when compose runs), 1, 0: the fleet stage
+#   SIGNPOST_REDIS_IMAGE     the Redis image of the fleet stage (default redis:7, a stand-in when
+#                            missing; valkey/valkey:8 works too when present)
 #   SIGNPOST_REBUILD_BASE=1  remake the stand-in base images even when the tags exist
 #   SIGNPOST_TEST_BUILD_ONLY=1  stop after `docker build`
 set -euo pipefail
@@ -72,14 +79,15 @@ cleanup() {
             docker logs --tail 40 "$c" >&2
         done
     fi
-    if [[ -n $compose_project ]]; then
-        if ((rc != 0)); then
-            "${compose_cmd[@]}" logs --tail 40 >&2
-        fi
-        "${compose_cmd[@]}" down --volumes --remove-orphans >/dev/null 2>&1
+    if [[ -n $compose_project ]] && ((rc != 0)); then
+        "${compose_cmd[@]}" logs --tail 40 >&2
     fi
     for pid in "${root_pids[@]}"; do kill "$pid" 2>/dev/null; done
+    # Containers before the compose project: its networks may have them attached.
     for c in "${containers[@]}"; do docker rm -f "$c" >/dev/null 2>&1; done
+    if [[ -n $compose_project ]]; then
+        "${compose_cmd[@]}" down --volumes --remove-orphans >/dev/null 2>&1
+    fi
     for n in "${networks[@]}"; do docker network rm "$n" >/dev/null 2>&1; done
     if ((rc == 0)); then
         log "PASS ($((SECONDS - t0)) s)"
@@ -243,19 +251,31 @@ rust_key="$suite-minbase-1-$(printf '%s|%s|%s' "$rust_packages" "$toolchain" \
 # python:3-slim (the demo origin of compose.yaml and of this test) is the rust stand-in, which has
 # python3: one debootstrap fewer on a cold machine.
 python_key=$rust_key
+# redis:7 (docker/fleet.yaml): minbase plus Debian's redis-server (7.0 in bookworm), run as the
+# package's `redis` user like the official image. Only for the fleet stage.
+redis_image=${SIGNPOST_REDIS_IMAGE:-redis:7}
+redis_key="$suite-minbase-1-redis-server"
+fleet_mode=${SIGNPOST_TEST_FLEET:-auto}
+[[ $compose_mode != 0 && ${SIGNPOST_TEST_BUILD_ONLY:-0} != 1 ]] || fleet_mode=0
 
-need_slim=0 need_rust=0
+need_slim=0 need_rust=0 need_redis=0
 have_image debian:bookworm-slim "$slim_key" || need_slim=1
 have_image rust:1-bookworm "$rust_key" || need_rust=1
-if ((need_slim || need_rust)); then
+if [[ $fleet_mode != 0 ]]; then have_image "$redis_image" "$redis_key" || need_redis=1; fi
+if ((need_slim || need_rust || need_redis)); then
     ensure_debootstrap
     mirror=$(debian_mirror)
     if ((need_slim)); then start_root slim ""; fi
     if ((need_rust)); then start_root rust "$rust_packages"; fi
+    if ((need_redis)); then start_root redis redis-server; fi
     wait_roots
 fi
 if ((need_slim)); then
     import_root slim debian:bookworm-slim "$slim_key" "ENV PATH=$base_path" 'CMD ["bash"]'
+fi
+if ((need_redis)); then
+    import_root redis "$redis_image" "$redis_key" "ENV PATH=$base_path" 'USER redis' \
+        'WORKDIR /var/lib/redis' 'EXPOSE 6379' 'CMD ["redis-server", "--protected-mode", "no"]'
 fi
 if ((need_rust)); then
     log "copying the host toolchain $toolchain (rustc $rust_version) into the rust root"
@@ -313,13 +333,14 @@ else
     echo "$lock_sum" >"$work/vendor/.stamp"
 fi
 log "vendored crates: $(find "$work/vendor" -mindepth 1 -maxdepth 1 -type d | wc -l) ($(du -sh "$work/vendor" | cut -f1))"
-cp -al "$work/vendor" "$ctx/vendor" 2>/dev/null || cp -a "$work/vendor" "$ctx/vendor"
-rm -f "$ctx/vendor/.stamp"
+# In .cargo-vendor: the repository has a vendor/ of its own (patched crates, [patch.crates-io]).
+cp -al "$work/vendor" "$ctx/.cargo-vendor" 2>/dev/null || cp -a "$work/vendor" "$ctx/.cargo-vendor"
+rm -f "$ctx/.cargo-vendor/.stamp"
 mkdir -p "$ctx/.cargo"
 {
     echo
-    echo "# docker/test.sh: build offline from the vendored crates in ./vendor"
-    sed -E 's|^directory = .*|directory = "vendor"|' "$work/vendor.config.toml"
+    echo "# docker/test.sh: build offline from the vendored crates in ./.cargo-vendor"
+    sed -E 's|^directory = .*|directory = ".cargo-vendor"|' "$work/vendor.config.toml"
     printf '\n[net]\noffline = true\n'
 } >>"$ctx/.cargo/config.toml"
 
@@ -488,4 +509,18 @@ if ((${#compose_cmd[@]})); then
         | python3 -c 'import json, sys; assert json.load(sys.stdin)["error_code"] == 1015' \
         || die "compose: /cdn-cgi/error/1015 JSON"
     ok "compose: /cdn-cgi/error/1015 JSON"
+fi
+
+# ---------------------------------------------------------------------------------------------
+if [[ $fleet_mode != 0 ]]; then
+    if ((${#compose_cmd[@]})); then
+        # shellcheck source=docker/fleet-test.sh
+        source "$here/fleet-test.sh"
+    elif [[ $fleet_mode == 1 ]]; then
+        die "SIGNPOST_TEST_FLEET=1 but neither docker-compose nor docker compose is here"
+    else
+        log "SKIPPED: the fleet stage (docker/fleet.yaml) needs docker-compose or docker compose"
+    fi
+else
+    log "fleet stage left out (SIGNPOST_TEST_FLEET=0 or SIGNPOST_TEST_COMPOSE=0)"
 fi
