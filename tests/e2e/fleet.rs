@@ -4,6 +4,8 @@
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -461,4 +463,126 @@ fn mitigation_timeout_and_expiry_come_from_redis() {
         .parse()
         .unwrap();
     assert!((25_000..=30_000).contains(&pttl), "PTTL {pttl}");
+}
+
+/// A TCP relay in front of Redis whose open connections can be frozen: a frozen connection stays
+/// open but carries nothing, like a path that died without a reset (an edge or Redis that moved
+/// to another address). Connections opened after a freeze are relayed as usual.
+struct Relay {
+    port: u16,
+    accepted: Arc<AtomicUsize>,
+    frozen_below: Arc<AtomicUsize>,
+}
+
+impl Relay {
+    fn start(to: u16) -> Relay {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let frozen_below = Arc::new(AtomicUsize::new(0));
+        let (acc, frozen) = (accepted.clone(), frozen_below.clone());
+        thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let index = acc.fetch_add(1, Ordering::SeqCst);
+                let Ok(server) = TcpStream::connect(("127.0.0.1", to)) else {
+                    continue;
+                };
+                for (mut from, mut into) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let frozen = frozen.clone();
+                    thread::spawn(move || {
+                        let mut buf = [0u8; 16 * 1024];
+                        loop {
+                            match from.read(&mut buf) {
+                                Ok(0) | Err(_) => {
+                                    let _ = into.shutdown(std::net::Shutdown::Both);
+                                    return;
+                                }
+                                // Frozen: swallow the bytes, keep the socket open.
+                                Ok(_) if index < frozen.load(Ordering::SeqCst) => {}
+                                Ok(n) => {
+                                    if into.write_all(&buf[..n]).is_err() {
+                                        return;
+                                    }
+                                }
+                            }
+                        }
+                    });
+                }
+            }
+        });
+        Relay {
+            port,
+            accepted,
+            frozen_below,
+        }
+    }
+
+    /// Freezes every connection open now; returns how many there were.
+    fn freeze(&self) -> usize {
+        let open = self.accepted.load(Ordering::SeqCst);
+        self.frozen_below.store(open, Ordering::SeqCst);
+        open
+    }
+}
+
+#[test]
+fn a_connection_that_stops_answering_is_replaced() {
+    let Some(redis) = Redis::start() else {
+        return;
+    };
+    let relay = Relay::start(redis.port);
+    let origin = EchoOrigin::start();
+    let top = format!(
+        "[redis]\nurl = \"redis://127.0.0.1:{}\"\ntimeout = \"50ms\"\n{RULE}",
+        relay.port
+    );
+    let o = origin.addr.to_string();
+    let edge = Edge::start("fleet-stale", |l, a| policy(l, a, &o, &top, ""), &[]);
+    let edges = std::slice::from_ref(&edge);
+    let allowed = || {
+        metric(
+            &admin_get(&edge, "/metrics").1,
+            "signpost_fleet_calls_total",
+            &[("outcome", "allowed")],
+        )
+        .unwrap_or(0.0)
+    };
+    assert_eq!(spread(edges, "before", 1)[0].1, 200);
+    assert_eq!(allowed(), 1.0, "counted in Redis before the freeze");
+
+    let frozen = relay.freeze();
+    assert!(frozen >= 1);
+    // Redis no longer answers on the edge's connection: requests fall back (and never fail)
+    // until the edge gives up on that connection and opens a new one.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut keys = 0;
+    while allowed() < 2.0 {
+        assert!(
+            Instant::now() < deadline,
+            "still no answer from Redis 15 s after the connection froze ({} connections opened)",
+            relay.accepted.load(Ordering::SeqCst)
+        );
+        keys += 1;
+        assert_eq!(spread(edges, &format!("during-{keys}"), 1)[0].1, 200);
+        thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        relay.accepted.load(Ordering::SeqCst) > frozen,
+        "counting resumed on a new connection"
+    );
+    let text = admin_get(&edge, "/metrics").1;
+    assert!(
+        metric(
+            &text,
+            "signpost_fleet_fallbacks_total",
+            &[("cause", "timeout"), ("action", "local")]
+        )
+        .unwrap_or(0.0)
+            >= 1.0,
+        "the requests during the freeze fell back"
+    );
 }

@@ -5,7 +5,8 @@
 //!
 //! - One multiplexed connection per process (`redis`'s `ConnectionManager`), shared by every
 //!   worker; it reconnects by itself with backoff. A task pings Redis every second so that the
-//!   connection comes back after a Redis restart even without traffic.
+//!   connection comes back after a Redis restart even without traffic, and replaces a connection
+//!   that stopped answering without being dropped (`STALE_PINGS`).
 //! - The script (`EVALSHA`, loaded again on `NOSCRIPT` by `redis::Script`) takes the time from
 //!   Redis (`TIME`), so instance clocks do not matter, and sets each key's expiry, so Redis holds
 //!   nothing for keys that went quiet.
@@ -18,6 +19,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
+use arc_swap::ArcSwap;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use signpost_policy::{FleetCheck, RedisConfig, Verdict, redact_url};
 
@@ -65,6 +67,14 @@ const LOG_EVERY: Duration = Duration::from_secs(10);
 /// How often the keep-alive task pings Redis.
 const PING_EVERY: Duration = Duration::from_secs(1);
 
+/// After this many pings in a row without an answer the connection is replaced by a new one.
+///
+/// `ConnectionManager` reconnects when the connection drops, but not when it merely stops
+/// answering: a path that died without a reset (Redis or this edge moved to another address, a
+/// firewall forgot the flow) would otherwise stall every call until the kernel gives up on the
+/// socket, some 15 minutes later.
+const STALE_PINGS: u32 = 3;
+
 /// Why a call had no answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Cause {
@@ -89,7 +99,11 @@ impl Cause {
 /// The process's Redis client for fleet rules.
 pub struct Fleet {
     config: RedisConfig,
-    conn: ConnectionManager,
+    /// The connection, replaced by the keep-alive task when it stops answering (see
+    /// [`STALE_PINGS`]).
+    conn: ArcSwap<ConnectionManager>,
+    client: redis::Client,
+    manager_config: ConnectionManagerConfig,
     script: redis::Script,
     logs: LogGate,
 }
@@ -135,32 +149,57 @@ impl Fleet {
         let rt = runtime().ok_or("no runtime for the Redis client")?;
         let conn = {
             let _guard = rt.enter();
-            ConnectionManager::new_lazy_with_config(client, manager_config)
+            ConnectionManager::new_lazy_with_config(client.clone(), manager_config.clone())
                 .map_err(|e| e.to_string())?
         };
         let fleet = Arc::new(Fleet {
             config: config.clone(),
-            conn,
+            conn: ArcSwap::from_pointee(conn),
+            client,
+            manager_config,
             script: redis::Script::new(SCRIPT),
             logs: LogGate::default(),
         });
         let weak = Arc::downgrade(&fleet);
         rt.spawn(async move {
             let mut tick = tokio::time::interval(PING_EVERY);
+            let mut unanswered = 0;
             loop {
                 tick.tick().await;
                 let Some(fleet) = weak.upgrade() else { return };
-                let mut conn = fleet.conn.clone();
-                drop(fleet);
-                let _ = tokio::time::timeout(
+                let mut conn = ConnectionManager::clone(&fleet.conn.load());
+                let answered = tokio::time::timeout(
                     PING_EVERY,
                     redis::cmd("PING").query_async::<()>(&mut conn),
                 )
-                .await;
+                .await
+                .is_ok_and(|r| r.is_ok());
+                unanswered = if answered { 0 } else { unanswered + 1 };
+                if unanswered >= STALE_PINGS {
+                    unanswered = 0;
+                    fleet.reconnect();
+                }
             }
         });
         tracing::info!(redis = %redact_url(&config.url), timeout = ?config.timeout, on_error = config.on_error.as_str(), "fleet rate limits share counters in Redis");
         Ok(fleet)
+    }
+
+    /// Replaces the connection with a new one, made on its next use; the old one is dropped
+    /// once the calls still holding it end (each within the policy's timeout).
+    fn reconnect(&self) {
+        match ConnectionManager::new_lazy_with_config(
+            self.client.clone(),
+            self.manager_config.clone(),
+        ) {
+            Ok(conn) => {
+                self.conn.store(Arc::new(conn));
+                tracing::warn!(redis = %redact_url(&self.config.url), "Redis stopped answering on its connection: opening a new one");
+            }
+            Err(e) => {
+                tracing::warn!(redis = %redact_url(&self.config.url), "cannot open a new Redis connection: {e}");
+            }
+        }
     }
 
     /// The configuration this client was started with (a reload keeps the client when equal).
@@ -171,7 +210,7 @@ impl Fleet {
     /// Counts the request in Redis; the policy's fallback when Redis does not answer in time.
     pub async fn count(&self, check: &FleetCheck, metrics: &Metrics) -> Verdict {
         let started = Instant::now();
-        let mut conn = self.conn.clone();
+        let mut conn = ConnectionManager::clone(&self.conn.load());
         let mut invocation = self.script.key(check.key());
         invocation
             .arg(check.period_ms())

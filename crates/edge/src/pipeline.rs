@@ -91,30 +91,12 @@ impl Edge {
     /// One read is at most 64 KiB, the retry buffer's capacity, once the head is under 16 KiB
     /// (the header buffer, and so the body bytes read with the head, stays under 32 KiB): the
     /// buffer cannot overflow, so nothing read here can be lost. Larger heads, and requests
-    /// that wait for `100 Continue`, are streamed unchanged.
+    /// that wait for `100 Continue`, are streamed unchanged: the caller asks [`wants_preread`].
     async fn preread_chunked_body(
         &self,
         session: &mut Session,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        let req = session.req_header();
-        let chunked = req
-            .headers
-            .get(http::header::TRANSFER_ENCODING)
-            .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"chunked"));
-        let head_len = req.raw_path().len()
-            + req
-                .headers
-                .iter()
-                .map(|(n, v)| n.as_str().len() + v.len() + 4)
-                .sum::<usize>();
-        if !chunked
-            || head_len > PREREAD_MAX_HEAD
-            || req.headers.contains_key(http::header::EXPECT)
-            || session.is_body_done()
-        {
-            return Ok(());
-        }
         session.enable_retry_buffering();
         ctx.body_started = Some(Instant::now());
         let first = session.read_request_body().await.map_err(|mut e| {
@@ -320,7 +302,7 @@ impl ProxyHttp for Edge {
                 // A CONNECT's framing is not a normal request's: never read past it.
                 session.set_keepalive(None);
             }
-            self.answer(session, ctx, code, None).await?;
+            Box::pin(self.answer(session, ctx, code, None)).await?;
             return Ok(true);
         }
 
@@ -344,7 +326,9 @@ impl ProxyHttp for Edge {
         };
         // The request's arrival is the rate limiters' "now": one clock read serves both.
         let mut decision = loaded.policy.decide(&facts, ctx.started);
-        self.count_in_fleet(&loaded, &mut decision).await;
+        if !decision.fleet.is_empty() {
+            Box::pin(self.count_in_fleet(&loaded, &mut decision)).await;
+        }
         ctx.client_ip = Some(decision.client_ip);
         ctx.zone = decision.zone;
         ctx.rule_id = decision.rule_id.clone();
@@ -376,25 +360,31 @@ impl ProxyHttp for Edge {
                 None
             };
             if let Some(code) = refused {
-                self.answer(session, ctx, code, None).await?;
+                Box::pin(self.answer(session, ctx, code, None)).await?;
                 return Ok(true);
             }
         }
 
         // 5. A chunked body is parsed as far as it arrived before the origin is contacted, so
         //    that a body that cannot be parsed is answered 400 without the origin seeing it.
-        if let Err(e) = self.preread_chunked_body(session, ctx).await {
+        if wants_preread(session)
+            && let Err(e) = Box::pin(self.preread_chunked_body(session, ctx)).await
+        {
             let code = match rescue(&e) {
                 Rescue::Answer(code) => code,
                 Rescue::ClientGone => return Err(e),
             };
             session.set_keepalive(None);
-            self.answer(session, ctx, code, None).await?;
+            Box::pin(self.answer(session, ctx, code, None)).await?;
             return Ok(true);
         }
 
         // 4. Markdown asked for on a zone that converts: the edge forwards it itself.
-        self.serve_markdown(session, ctx).await
+        if self.zone(ctx).is_some_and(|z| z.markdown.enabled) {
+            Box::pin(self.serve_markdown(session, ctx)).await
+        } else {
+            Ok(false)
+        }
     }
 
     /// Counts the request body as it streams to the origin: over the zone's limit is 413, a body
@@ -691,6 +681,27 @@ impl Edge {
             }
         }
     }
+}
+
+/// Whether the start of the request's body is read before the origin is contacted: a chunked
+/// body whose head is small enough that what arrived with it fits Pingora's retry buffer, and
+/// no `Expect` (the client waits for an answer before it sends the body).
+fn wants_preread(session: &mut Session) -> bool {
+    let req = session.req_header();
+    let chunked = req
+        .headers
+        .get(http::header::TRANSFER_ENCODING)
+        .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"chunked"));
+    if !chunked || req.headers.contains_key(http::header::EXPECT) {
+        return false;
+    }
+    let head_len = req.raw_path().len()
+        + req
+            .headers
+            .iter()
+            .map(|(n, v)| n.as_str().len() + v.len() + 4)
+            .sum::<usize>();
+    head_len <= PREREAD_MAX_HEAD && !session.is_body_done()
 }
 
 /// The catalog entry `/cdn-cgi/error/<code>` asks for (the 404 entry for a bad code), or `None`
