@@ -51,7 +51,7 @@ cargo build --release --locked -p signpost --bin signpost --example bare_proxy >
 target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
 
 # nginx's static 429 carries a body as long as signpost's 1015 JSON body.
-body_len=$("$target/release/signpost" render 1015 --accept application/json | python3 -c 'import sys; print(len(sys.stdin.buffer.read().split(b"\r\n\r\n", 1)[1]))')
+body_len=$("$target/release/signpost" render 1015 --accept application/json | python3 -c 'import sys; print(len(sys.stdin.buffer.read().replace(b"\r\n", b"\n").split(b"\n\n", 1)[1]))')
 static_429=$(head -c "$body_len" /dev/zero | tr '\0' 'x')
 
 # The origin: nginx serving a 612-byte page, with keepalive.
