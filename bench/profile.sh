@@ -27,14 +27,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 1 1200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  echo "nothing listens on $1" >&2; exit 1
-}
+. bench/lib.sh
 
 origin_port=$(free_port)
 mkdir -p "$work/www" "$work/tmp"
@@ -92,7 +85,7 @@ measure() { # name count
   RUST_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$work/$name.$count.out" "${cmd[@]}" \
     >"$work/$name.$count.log" 2>&1 &
   local pid=$!
-  wait_port "$port"
+  wait_port "$port" 1200
   client "$port" "$host" "$count"
   kill -TERM "$pid"
   wait "$pid" || true
