@@ -344,6 +344,10 @@ where
                 debug!("Successfully get a new request");
             }
             Ok(false) => {
+                // signpost patch: the application counts connections closed idle.
+                if downstream_session.idle_timed_out() {
+                    self.inner.idle_timeout_closed(&downstream_session);
+                }
                 return None; // TODO: close connection?
             }
             Err(mut e) => {

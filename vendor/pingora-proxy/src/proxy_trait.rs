@@ -113,6 +113,10 @@ pub trait ProxyHttp {
         None
     }
 
+    /// signpost patch: called when a kept-alive HTTP/1 connection is closed because its idle
+    /// timeout passed before the next request's header arrived. By default it does nothing.
+    fn idle_timeout_closed(&self, _session: &pingora_core::protocols::http::ServerSession) {}
+
     /// signpost patch: called when a request header could not be read: it is malformed, over
     /// Pingora's limits, or missed [Self::request_header_timeout]. No request context exists
     /// yet. `session.unparsed_request_head()` holds what arrived.

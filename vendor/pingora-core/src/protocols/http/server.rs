@@ -616,6 +616,16 @@ impl Session {
         }
     }
 
+    /// signpost patch: whether `read_request` returned `Ok(false)` because the HTTP/1
+    /// keep-alive idle timeout passed while it waited for the next request; always `false` for
+    /// HTTP/2, whose idle connections Pingora closes in its accept loop.
+    pub fn idle_timed_out(&self) -> bool {
+        match self {
+            Self::H1(s) => s.idle_timed_out(),
+            _ => false,
+        }
+    }
+
     /// signpost patch: what arrived of an HTTP/1 request header that `read_request` could not
     /// read; empty otherwise.
     pub fn unparsed_request_head(&self) -> &[u8] {

@@ -168,6 +168,9 @@ pub struct HttpSession {
     /// `HttpPersistentSettings::apply_to_session`); the header deadline of a connection's
     /// first request starts with the session, later ones at their first byte.
     reused: bool,
+    /// signpost patch: whether [`Self::read_request`] gave up because the keep-alive idle
+    /// timeout passed while it waited for the next request's header.
+    idle_timed_out: bool,
 }
 
 impl HttpSession {
@@ -219,7 +222,14 @@ impl HttpSession {
             request_header_timeout: None,
             unparsed_request_head: None,
             reused: false,
+            idle_timed_out: false,
         }
+    }
+
+    /// signpost patch: whether [`Self::read_request`] returned `Ok(None)` because the
+    /// keep-alive idle timeout passed (rather than because the client closed).
+    pub fn idle_timed_out(&self) -> bool {
+        self.idle_timed_out
     }
 
     /// signpost patch: marks this session as continuing a kept-alive connection.
@@ -251,6 +261,8 @@ impl HttpSession {
                     Ok(res) => res,
                     Err(e) => {
                         debug!("keepalive timeout {d:?} reached, {e}");
+                        // signpost patch: let the application count idle closes.
+                        self.idle_timed_out = true;
                         return Ok(None);
                     }
                 },
