@@ -324,12 +324,21 @@ where
                 },
 
                 body = rx.recv(), if !request_done => {
+                    // signpost patch (cloudflare/pingora#946): a plain `Body` task is the
+                    // upgrade request's own body, never the tunnel's; when the 101 was read
+                    // before its end arrived, that end must not close the tunnel.
+                    let request_body_end = matches!(body, Some(HttpTask::Body(_, true)));
                     match send_body_to1(client_session, body).await {
                         Ok(send_done) => {
                             request_done = send_done;
                             // An upgraded request is terminated when either side is done
                             if request_done && client_session.was_upgraded() {
-                                response_done = true;
+                                if request_body_end {
+                                    // keep reading the upgraded body from downstream
+                                    request_done = false;
+                                } else {
+                                    response_done = true;
+                                }
                             }
                         },
                         Err(e) => {
