@@ -202,6 +202,9 @@ fn an_idle_keepalive_connection_is_closed_within_its_timeout() {
         held >= Duration::from_millis(1500) && held <= Duration::from_secs(3),
         "closed after {held:?}, want 2 s (+1 s)"
     );
+    // Counted once, as an idle close and not as a header timeout.
+    assert_eq!(counter(&edge, "idle_timeout"), 1);
+    assert_eq!(counter(&edge, "header_timeout"), 0);
 }
 
 #[test]
@@ -862,4 +865,55 @@ fn a_50_mb_upload_streams_in_bounded_memory() {
         grown < 20 * 1024,
         "the edge's peak memory grew by {grown} KiB"
     );
+}
+
+/// An origin that accepts WebSocket connections (tungstenite's server handshake) and echoes
+/// every message back.
+fn websocket_echo_origin() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            std::thread::spawn(move || {
+                let Ok(mut ws) = tungstenite::accept(stream) else {
+                    return;
+                };
+                while let Ok(message) = ws.read() {
+                    if message.is_close() || ws.send(message).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+#[test]
+fn websocket_upgrades_are_tunnelled() {
+    let origin = websocket_echo_origin().to_string();
+    let edge = Edge::start("conn-websocket", |l, a| policy(l, a, &origin, "", ""), &[]);
+    // Many upgrades in a row: a race between the 101 and the first frame would show in some.
+    for round in 0..30 {
+        let stream = connect(&edge);
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let (mut ws, response) = tungstenite::client::client("ws://example.com/chat", stream)
+            .unwrap_or_else(|e| panic!("round {round}: handshake through the edge: {e}"));
+        assert_eq!(response.status(), 101, "round {round}");
+        assert!(
+            response.headers().contains_key("sec-websocket-accept"),
+            "round {round}: {response:?}"
+        );
+        for i in 0..3 {
+            let text = format!("hello {round}.{i}");
+            ws.send(tungstenite::Message::text(text.clone())).unwrap();
+            let echoed = ws
+                .read()
+                .unwrap_or_else(|e| panic!("round {round}.{i}: no echo: {e}"));
+            assert_eq!(echoed.into_text().unwrap().as_str(), text, "round {round}");
+        }
+        ws.close(None).unwrap();
+    }
 }

@@ -113,8 +113,8 @@ impl Metrics {
         let connection_events = Family::<EventLabel, Counter>::default();
         registry.register(
             "connection_events",
-            "Clients cut or refused at the connection level: header_timeout, body_timeout, \
-             malformed, too_many_connections",
+            "Clients cut or refused at the connection level: idle_timeout, header_timeout, \
+             body_timeout, malformed, too_many_connections",
             connection_events.clone(),
         );
         let client_connections = Gauge::default();

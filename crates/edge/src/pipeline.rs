@@ -54,6 +54,8 @@ pub struct Edge {
     resolver: OriginResolver,
     /// Bounds the log lines of unreadable requests, so that a flood does not flood the log.
     unreadable_log: crate::malformed::LogBudget,
+    /// The same for keep-alive connections closed idle.
+    idle_log: crate::malformed::LogBudget,
     /// Origin HTML converted to Markdown: connector, conversion slots, memory budget.
     markdown: crate::markdown::Converter,
 }
@@ -129,6 +131,7 @@ impl Edge {
             metrics,
             resolver: OriginResolver::default(),
             unreadable_log: Default::default(),
+            idle_log: Default::default(),
             markdown: crate::markdown::Converter::default(),
         }
     }
@@ -259,6 +262,24 @@ impl ProxyHttp for Edge {
         )
         .await;
         Ok(true)
+    }
+
+    /// A kept-alive connection whose next request did not begin within `idle_timeout`: Pingora
+    /// closes it; the edge counts it. Logged at debug level only (idle closes are how every
+    /// browser's connection ends), within a budget so that a flood cannot flood the log.
+    fn idle_timeout_closed(&self, session: &pingora::protocols::http::ServerSession) {
+        self.metrics.observe_connection_event("idle_timeout");
+        if tracing::enabled!(tracing::Level::DEBUG) && self.idle_log.allow() {
+            let client = session
+                .client_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_default();
+            tracing::debug!(
+                client = %crate::facts::LogSafe(&client),
+                suppressed = self.idle_log.take_suppressed(),
+                "idle keep-alive connection closed"
+            );
+        }
     }
 
     fn new_ctx(&self) -> RequestCtx {
