@@ -917,3 +917,115 @@ fn websocket_upgrades_are_tunnelled() {
         ws.close(None).unwrap();
     }
 }
+
+/// An HTTP/1.1 origin with keep-alive, one thread per connection, that answers every request
+/// with its own path as the body and records every request target it parsed: a request made of
+/// another request's body bytes would show up in that record.
+struct PathOrigin {
+    addr: std::net::SocketAddr,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl PathOrigin {
+    fn start() -> PathOrigin {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let record = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let record = record.clone();
+                std::thread::spawn(move || Self::serve(stream, &record));
+            }
+        });
+        PathOrigin { addr, seen }
+    }
+
+    fn serve(mut stream: TcpStream, record: &std::sync::Mutex<Vec<String>>) {
+        let mut buf = Vec::new();
+        let mut chunk = [0u8; 4096];
+        loop {
+            // Parse one request head, then skip its Content-Length body.
+            let (head_len, path, body_len) = loop {
+                let mut headers = [httparse::EMPTY_HEADER; 64];
+                let mut req = httparse::Request::new(&mut headers);
+                match req.parse(&buf) {
+                    Ok(httparse::Status::Complete(n)) => {
+                        let body_len = req
+                            .headers
+                            .iter()
+                            .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+                            .and_then(|h| std::str::from_utf8(h.value).ok()?.parse().ok())
+                            .unwrap_or(0usize);
+                        break (n, req.path.unwrap_or_default().to_string(), body_len);
+                    }
+                    Ok(httparse::Status::Partial) => match stream.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    },
+                    Err(_) => return,
+                }
+            };
+            record.lock().unwrap().push(path.clone());
+            while buf.len() < head_len + body_len {
+                match stream.read(&mut chunk) {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                }
+            }
+            buf.drain(..head_len + body_len);
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{path}",
+                path.len()
+            );
+            if stream.write_all(response.as_bytes()).is_err() {
+                return;
+            }
+        }
+    }
+}
+
+#[test]
+fn no_bytes_cross_between_clients_through_the_origin_pool() {
+    let origin = PathOrigin::start();
+    let o = origin.addr.to_string();
+    let edge = Edge::start("conn-pool", |l, a| policy(l, a, &o, "", ""), &[]);
+    let http = client(&edge);
+    for round in 0..5 {
+        // A client that promises a body and leaves mid-way, after bytes that look like a
+        // request: the origin connection that carried them must not serve anyone else.
+        let mut quitter = connect(&edge);
+        quitter
+            .write_all(
+                b"POST /upload HTTP/1.1\r\nHost: example.com\r\nContent-Length: 1000\r\n\r\n\
+                  GET /smuggled HTTP/1.1\r\nHost: example.com\r\n\r\n",
+            )
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        drop(quitter);
+        // Clients after it, on the same pool, each get the answer to their own request.
+        std::thread::scope(|scope| {
+            for i in 0..8 {
+                let http = &http;
+                scope.spawn(move || {
+                    for j in 0..3 {
+                        let path = format!("/client-{round}-{i}-{j}");
+                        let resp = http
+                            .get(format!("http://example.com{path}"))
+                            .send()
+                            .unwrap();
+                        assert_eq!(resp.status(), 200, "{path}");
+                        assert_eq!(resp.text().unwrap(), path);
+                    }
+                });
+            }
+        });
+    }
+    let seen = origin.seen.lock().unwrap();
+    assert!(
+        !seen.iter().any(|p| p == "/smuggled"),
+        "the origin read a request out of another request's body: {seen:?}"
+    );
+    assert_eq!(seen.iter().filter(|p| *p == "/upload").count(), 5);
+    assert_eq!(seen.len(), 5 + 5 * 8 * 3);
+}
