@@ -248,52 +248,6 @@ fn pipelined_requests_are_answered_in_order() {
     assert_eq!(origin.received(), 3);
 }
 
-/// Reads `n` Content-Length framed responses off one connection, in order (several may arrive
-/// in one read).
-fn read_responses(stream: &mut TcpStream, n: usize) -> Vec<RawResponse> {
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut buf = Vec::new();
-    let mut out = Vec::new();
-    let mut chunk = [0u8; 8192];
-    while out.len() < n {
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut parsed = httparse::Response::new(&mut headers);
-        if let Ok(httparse::Status::Complete(head_len)) = parsed.parse(&buf) {
-            let headers: Vec<(String, String)> = parsed
-                .headers
-                .iter()
-                .map(|h| {
-                    (
-                        h.name.to_string(),
-                        String::from_utf8_lossy(h.value).into_owned(),
-                    )
-                })
-                .collect();
-            let length: usize = headers
-                .iter()
-                .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
-                .map(|(_, v)| v.parse().unwrap())
-                .expect("a Content-Length");
-            if buf.len() >= head_len + length {
-                out.push(RawResponse {
-                    status: parsed.code.unwrap(),
-                    headers,
-                    body: buf[head_len..head_len + length].to_vec(),
-                });
-                buf.drain(..head_len + length);
-                continue;
-            }
-        }
-        let got = stream.read(&mut chunk).expect("reading responses");
-        assert!(got > 0, "closed after {} of {n} responses", out.len());
-        buf.extend_from_slice(&chunk[..got]);
-    }
-    assert!(buf.is_empty(), "bytes after the last response");
-    out
-}
-
 /// A JSON problem of any code with this status.
 fn assert_json_problem_any(resp: &RawResponse, status: u16) -> Value {
     assert_eq!(

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
-use crate::support::{Edge, client, frontmatter, policy, repo_root};
+use crate::support::{Edge, client, frontmatter, policy, pyyaml_required, repo_root, required};
 
 /// One page the origin serves: status, headers, body bytes.
 #[derive(Clone)]
@@ -602,17 +602,7 @@ fn a_page_nested_100000_deep_is_answered_quickly() {
 /// loudly, without python3 and PyYAML; under `SIGNPOST_NO_SKIP=1` that fails instead.
 #[test]
 fn frontmatter_reads_back_through_pyyaml() {
-    let probe = std::process::Command::new("python3")
-        .args(["-c", "import yaml"])
-        .status();
-    if !probe.is_ok_and(|s| s.success()) {
-        assert!(
-            std::env::var_os("SIGNPOST_NO_SKIP").is_none(),
-            "SIGNPOST_NO_SKIP is set but python3 with PyYAML is not installed"
-        );
-        eprintln!(
-            "skipped: python3 with PyYAML is not installed (SIGNPOST_NO_SKIP=1 makes this fail)"
-        );
+    if !pyyaml_required() {
         return;
     }
     let (_origin, edge) = setup(MARKDOWN_ZONE);
@@ -697,12 +687,7 @@ fn debian_documentation_corpus_converts() {
                 .collect()
         })
         .unwrap_or_default();
-    if files.len() < 100 {
-        assert!(
-            std::env::var_os("SIGNPOST_NO_SKIP").is_none(),
-            "SIGNPOST_NO_SKIP is set but git-doc is not installed"
-        );
-        eprintln!("skipped: git-doc is not installed (SIGNPOST_NO_SKIP=1 makes this fail)");
+    if !required(files.len() >= 100, "git-doc") {
         return;
     }
     files.sort();

@@ -378,27 +378,37 @@ impl RawResponse {
 /// Sends `request` bytes on `stream` and reads exactly one response (Content-Length framed; a
 /// response to HEAD has no body whatever its Content-Length says).
 pub fn raw_exchange(stream: &mut TcpStream, request: &[u8]) -> RawResponse {
-    let head = request.starts_with(b"HEAD ");
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
     stream.write_all(request).unwrap();
+    read_response(stream, &mut Vec::new(), request.starts_with(b"HEAD "))
+}
+
+/// Reads `n` Content-Length framed responses off one connection, in order (several may arrive
+/// in one read), and checks that nothing follows the last.
+pub fn read_responses(stream: &mut TcpStream, n: usize) -> Vec<RawResponse> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
     let mut buf = Vec::new();
+    let out = (0..n)
+        .map(|_| read_response(stream, &mut buf, false))
+        .collect();
+    assert!(buf.is_empty(), "bytes after the last response");
+    out
+}
+
+/// Reads one Content-Length framed response, starting with the bytes already in `buf` and
+/// leaving there whatever arrived after it.
+fn read_response(stream: &mut TcpStream, buf: &mut Vec<u8>, head: bool) -> RawResponse {
     let mut chunk = [0u8; 8192];
     loop {
-        let n = stream.read(&mut chunk).expect("reading the response");
-        assert!(
-            n > 0,
-            "connection closed before a full response; got {:?}",
-            String::from_utf8_lossy(&buf)
-        );
-        buf.extend_from_slice(&chunk[..n]);
         let mut headers = [httparse::EMPTY_HEADER; 64];
         let mut parsed = httparse::Response::new(&mut headers);
         if let httparse::Status::Complete(head_len) =
-            parsed.parse(&buf).expect("a valid HTTP response")
+            parsed.parse(buf).expect("a valid HTTP response")
         {
-            let status = parsed.code.unwrap();
             let headers: Vec<(String, String)> = parsed
                 .headers
                 .iter()
@@ -415,18 +425,46 @@ pub fn raw_exchange(stream: &mut TcpStream, request: &[u8]) -> RawResponse {
                 .map(|(_, v)| v.parse().unwrap())
                 .expect("a Content-Length");
             let length = if head { 0 } else { length };
-            while buf.len() < head_len + length {
-                let n = stream.read(&mut chunk).expect("reading the body");
-                assert!(n > 0, "connection closed mid-body");
-                buf.extend_from_slice(&chunk[..n]);
+            if buf.len() >= head_len + length {
+                let response = RawResponse {
+                    status: parsed.code.unwrap(),
+                    headers,
+                    body: buf[head_len..head_len + length].to_vec(),
+                };
+                buf.drain(..head_len + length);
+                return response;
             }
-            return RawResponse {
-                status,
-                headers,
-                body: buf[head_len..head_len + length].to_vec(),
-            };
         }
+        let n = stream.read(&mut chunk).expect("reading a response");
+        assert!(
+            n > 0,
+            "connection closed before a full response; got {:?}",
+            String::from_utf8_lossy(buf)
+        );
+        buf.extend_from_slice(&chunk[..n]);
     }
+}
+
+/// Whether a test's outside requirement (`what`: a program, a package) is present. Where it is
+/// not, the test says so loudly and skips, unless `SIGNPOST_NO_SKIP` is set (`.ci/run` sets it,
+/// and installs every requirement), which makes the absence a failure.
+pub fn required(present: bool, what: &str) -> bool {
+    if !present {
+        assert!(
+            std::env::var_os("SIGNPOST_NO_SKIP").is_none(),
+            "SIGNPOST_NO_SKIP is set but {what} is not installed"
+        );
+        eprintln!("skipped: {what} is not installed (SIGNPOST_NO_SKIP=1 makes this fail)");
+    }
+    present
+}
+
+/// Whether python3 with PyYAML, the YAML parser agents use, is installed ([`required`]).
+pub fn pyyaml_required() -> bool {
+    let probe = std::process::Command::new("python3")
+        .args(["-c", "import yaml"])
+        .status();
+    required(probe.is_ok_and(|s| s.success()), "python3 with PyYAML")
 }
 
 /// Splits a Markdown problem into its YAML frontmatter (parsed) and the prose after it.
