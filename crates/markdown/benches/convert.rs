@@ -7,6 +7,11 @@ use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_m
 use signpost_markdown::{Limits, convert_html};
 use url::Url;
 
+/// The allocator the edge binary uses (crates/edge/src/main.rs), so the figures are the edge's:
+/// the conversion allocates a node per element and a string per piece of text.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[path = "page.rs"]
 mod page;
 use page::page;

@@ -3,11 +3,21 @@
 //! shared machine do not lower the per-core figure.
 //!
 //!     cargo run --profile bench -p signpost-markdown --example throughput [seconds per size]
+//!
+//! `throughput once <bytes>` converts one generated page of that size once and exits, for an
+//! instruction count that does not depend on the machine's load:
+//!
+//!     valgrind --tool=callgrind target/release/examples/throughput once 1000000
 
 use std::time::{Duration, Instant};
 
 use signpost_markdown::{Limits, convert_html};
 use url::Url;
+
+/// The allocator the edge binary uses (crates/edge/src/main.rs), so the figures are the edge's:
+/// the conversion allocates a node per element and a string per piece of text.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[path = "../benches/page.rs"]
 mod page;
@@ -23,6 +33,16 @@ fn thread_cpu() -> Duration {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("once") {
+        let size = std::env::args()
+            .nth(2)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1_000_000);
+        let url = Url::parse("https://docs.example/ref/page.html").unwrap();
+        let md = convert_html(&page::page(size), Some(&url), &Limits::default()).unwrap();
+        println!("{} bytes of Markdown", md.len());
+        return;
+    }
     let seconds: f64 = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())

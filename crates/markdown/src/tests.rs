@@ -289,7 +289,8 @@ proptest! {
             let (yaml, _) = frontmatter(&out);
             prop_assert_eq!(yaml["title"].as_str(), Some(clean.as_str()));
         }
-        // A CommonMark parser reads it to the end.
-        prop_assert!(Parser::new(&out).count() > 0);
+        // A CommonMark parser reads it to the end (an empty page, such as a blank title and an
+        // unclosed `<script>`, is one newline and no events).
+        prop_assert!(out == "\n" || Parser::new(&out).count() > 0, "{out:?}");
     }
 }
