@@ -3,10 +3,12 @@
 //! the JSON-LD scripts, makes link and image URLs absolute, and refuses a tree deeper than
 //! [`crate::MAX_TREE_DEPTH`] so htmd's recursive walk has a bounded stack.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use html5ever::tendril::StrTendril;
-use markup5ever_rcdom::{Handle, NodeData};
+use html5ever::{QualName, local_name, ns};
+use markup5ever_rcdom::{Handle, Node, NodeData};
 use url::Url;
 
 use crate::{Error, MAX_JSON_LD_BLOCKS, MAX_TREE_DEPTH};
@@ -30,6 +32,7 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
     let mut base: Option<String> = None;
     let mut links: Vec<(Handle, &'static str)> = Vec::new();
     let mut detach: Vec<Handle> = Vec::new();
+    let mut pres: Vec<Handle> = Vec::new();
     let mut stack: Vec<(Handle, usize)> = vec![(Rc::clone(document), 0)];
     while let Some((node, depth)) = stack.pop() {
         if depth > MAX_TREE_DEPTH {
@@ -74,6 +77,7 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
                 }
                 "a" => links.push((Rc::clone(&node), "href")),
                 "img" => links.push((Rc::clone(&node), "src")),
+                "pre" => pres.push(Rc::clone(&node)),
                 _ => {}
             }
         }
@@ -89,26 +93,52 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
         (Some(b), None) => Url::parse(b).ok(),
         (None, r) => r.cloned(),
     };
+    // A link to a fragment of this same page (a table of contents, a "back to top", a
+    // heading's own anchor) leads nowhere an agent can go: its text stays, its target goes.
+    let page = request_url.map(without_fragment);
     for (node, attr_name) in links {
         if let NodeData::Element { attrs, .. } = &node.data {
+            let is_link = attr_name == "href";
             let mut attrs = attrs.borrow_mut();
             attrs.retain(|a| {
                 let is_url = &*a.name.local == attr_name;
+                let value = a.value.trim_start();
                 // A script URL is nothing an agent should follow.
                 !(is_url
-                    && a.value
-                        .trim_start()
-                        .to_ascii_lowercase()
-                        .starts_with("javascript:"))
+                    && (value.to_ascii_lowercase().starts_with("javascript:")
+                        || (is_link && page.is_none() && value.starts_with('#'))))
             });
             if let Some(base_url) = &base_url {
+                let mut same_page = false;
                 for a in attrs.iter_mut().filter(|a| &*a.name.local == attr_name) {
                     if let Ok(absolute) = base_url.join(a.value.trim()) {
+                        same_page = is_link
+                            && absolute.fragment().is_some()
+                            && page.as_deref() == Some(without_fragment(&absolute));
                         a.value = StrTendril::from(absolute.as_str());
                     }
                 }
+                if same_page {
+                    attrs.retain(|a| &*a.name.local != attr_name);
+                }
             }
         }
+        if attr_name == "href" {
+            let text = link_text(&node);
+            if text.is_none() {
+                // An empty link (an icon drawn by CSS) would be `[](url)`: nothing to read.
+                detach.push(node);
+            } else if let (NodeData::Element { attrs, .. }, Some(text)) = (&node.data, text) {
+                // A title that repeats the link's text (Sphinx gives every reference one)
+                // says nothing new.
+                attrs.borrow_mut().retain(|a| {
+                    &*a.name.local != "title" || !text.contains(a.value.trim())
+                });
+            }
+        }
+    }
+    for pre in pres {
+        wrap_in_code(&pre);
     }
     if let (Some(image), Some(base_url)) = (&meta.image, &base_url)
         && let Ok(absolute) = base_url.join(image.trim())
@@ -133,6 +163,61 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
         }
     }
     Ok(meta)
+}
+
+/// The URL up to its fragment.
+fn without_fragment(url: &Url) -> &str {
+    let s = url.as_str();
+    s.split_once('#').map_or(s, |(before, _)| before)
+}
+
+/// A link's text (up to [`MAX_META_CHARS`] bytes of it, enough to compare a title with), or
+/// `None` when it holds neither text nor an image. Links nest only through tables (a cell is
+/// a new formatting scope), so a node is looked at for at most as many links as the tree is
+/// deep.
+fn link_text(link: &Handle) -> Option<String> {
+    let mut text = String::new();
+    let mut image = false;
+    let mut stack: Vec<Handle> = link.children.borrow().iter().rev().cloned().collect();
+    while let Some(node) = stack.pop() {
+        match &node.data {
+            NodeData::Text { contents } => {
+                if text.len() < MAX_META_CHARS {
+                    text.push_str(&contents.borrow());
+                }
+            }
+            NodeData::Element { name, .. } if &*name.local == "img" => image = true,
+            _ => stack.extend(node.children.borrow().iter().rev().cloned()),
+        }
+    }
+    (image || !text.trim().is_empty()).then_some(text)
+}
+
+/// htmd writes a fenced code block only for `<pre><code>`; Sphinx, Asciidoc and many others
+/// write a bare `<pre>`, which htmd would give as a paragraph, its lines run together. The
+/// `<pre>`'s content moves into a new `<code>` so it becomes a code block.
+fn wrap_in_code(pre: &Handle) {
+    let only_code = {
+        let children = pre.children.borrow();
+        children.len() == 1
+            && matches!(&children[0].data, NodeData::Element { name, .. } if &*name.local == "code")
+    };
+    if only_code {
+        return;
+    }
+    let code = Node::new(NodeData::Element {
+        name: QualName::new(None, ns!(html), local_name!("code")),
+        attrs: RefCell::new(Vec::new()),
+        template_contents: RefCell::new(None),
+        mathml_annotation_xml_integration_point: false,
+    });
+    let children = std::mem::take(&mut *pre.children.borrow_mut());
+    for child in &children {
+        child.parent.set(Some(Rc::downgrade(&code)));
+    }
+    *code.children.borrow_mut() = children;
+    code.parent.set(Some(Rc::downgrade(pre)));
+    pre.children.borrow_mut().push(code);
 }
 
 /// Whitespace runs become one space, and the value is cut at [`MAX_META_CHARS`].

@@ -294,3 +294,49 @@ proptest! {
         prop_assert!(out == "\n" || Parser::new(&out).count() > 0, "{out:?}");
     }
 }
+
+#[test]
+fn links_to_this_page_keep_their_text_only() {
+    let html = r##"<h2 id="opts">Options<a class="headerlink" href="#opts">¶</a></h2>
+        <p>See <a href="#opts">the options</a>, <a href="b.html#opts">the same page by path</a>,
+        <a href="https://docs.example/a/b.html?x=1#y">another query</a> and
+        <a href="c.html#opts">another page</a>.</p>"##;
+    let out = md(html, "https://docs.example/a/b.html");
+    assert_eq!(
+        out,
+        "## Options\n\nSee the options, the same page by path, \
+         [another query](https://docs.example/a/b.html?x=1#y) and \
+         [another page](https://docs.example/a/c.html#opts).\n"
+    );
+    // Without a page URL, a bare fragment still leads nowhere.
+    let url = None;
+    let out = convert_html(r##"<a href="#top">Top</a>"##, url, &Limits::default()).unwrap();
+    assert_eq!(out, "Top\n");
+}
+
+#[test]
+fn empty_links_are_dropped_but_image_links_stay() {
+    let html = r#"<p><a href="/rss"></a><a href="/home"> <span></span></a>Text
+        <a href="/big.png"><img src="/small.png" alt="chart"></a></p>"#;
+    let out = md(html, "https://e.example/");
+    assert_eq!(
+        out,
+        "Text [![chart](https://e.example/small.png)](https://e.example/big.png)\n"
+    );
+}
+
+#[test]
+fn bare_pre_becomes_a_code_block_and_redundant_link_titles_go() {
+    let html = r#"<div class="highlight"><pre><span></span>spam = __import__('spam')
+eggs = 1 &lt; 2
+</pre></div><pre><code class="language-rust">fn f() {}</code></pre>
+        <p><a href="/m.html#f" title="m.f"><code>m.f()</code></a>
+        <a href="/n.html" title="More about n">n</a></p>"#;
+    let out = md(html, "https://docs.example/");
+    assert_eq!(
+        out,
+        "```\nspam = __import__('spam')\neggs = 1 < 2\n```\n\n```rust\nfn f() {}\n```\n\n\
+         [`m.f()`](https://docs.example/m.html#f) \
+         [n](https://docs.example/n.html \"More about n\")\n"
+    );
+}
