@@ -91,8 +91,8 @@ struct State {
     /// (std's keyed hasher: custom element names are the page's to choose, and string_cache's
     /// own 32-bit hash of a name is not keyed.)
     open_by_name: HashMap<LocalName, usize>,
-    /// Open `<article>` or `<main>` elements: a `<header>` or `<footer>` inside one is the
-    /// article's own (its title, its byline) and is kept.
+    /// Open `<article>`, `<main>` or `role="main"` elements: a `<header>` or `<footer>` inside
+    /// one is the article's own (its title, its byline) and is kept.
     content_depth: usize,
     /// The index in `open` of the element being dropped with its content. Elements opened
     /// inside it are still tracked, so that its end is found as the tree builder would find it:
@@ -232,6 +232,11 @@ struct Verdict {
     role_chrome: bool,
     /// Sphinx's (and others') `¶` link that makes a heading linkable: nothing to read.
     permalink: bool,
+    /// `class="footer"` or `id="footer"`: how generators older than `<footer>` (Sphinx,
+    /// AsciiDoc, Doxygen) mark the page's footer. Treated as `<footer>`.
+    footer: bool,
+    /// `role="main"`: the page's content, as `<main>`.
+    role_main: bool,
 }
 
 fn judge(tag: &Tag) -> Verdict {
@@ -246,12 +251,17 @@ fn judge(tag: &Tag) -> Verdict {
                     value.eq_ignore_ascii_case("navigation") || value.eq_ignore_ascii_case("search");
                 v.role_chrome = value.eq_ignore_ascii_case("banner")
                     || value.eq_ignore_ascii_case("contentinfo");
+                v.role_main = value.eq_ignore_ascii_case("main");
             }
+            local_name!("id") => v.footer |= value.eq_ignore_ascii_case("footer"),
             local_name!("type") if tag.name == local_name!("script") => {
                 v.json_ld = value.eq_ignore_ascii_case("application/ld+json");
             }
-            local_name!("class") if tag.name == local_name!("a") => {
-                v.permalink = value.split_ascii_whitespace().any(|c| c == "headerlink");
+            local_name!("class") => {
+                for class in value.split_ascii_whitespace() {
+                    v.permalink |= class == "headerlink" && tag.name == local_name!("a");
+                    v.footer |= class.eq_ignore_ascii_case("footer");
+                }
             }
             _ => {}
         }
@@ -303,6 +313,7 @@ impl Filter {
             || v.permalink
             || dropped_element(name)
             || ((v.role_chrome
+                || v.footer
                 || matches!(*name, local_name!("header") | local_name!("footer")))
                 && state.content_depth == 0)
             || (*name == local_name!("script") && !v.json_ld);
@@ -328,7 +339,8 @@ impl Filter {
             return self.forward(Token::TagToken(tag), line);
         }
         let flattened = state.open.len() >= self.limits.max_depth;
-        let content = matches!(tag_name, local_name!("article") | local_name!("main"));
+        let content =
+            v.role_main || matches!(tag_name, local_name!("article") | local_name!("main"));
         state.push(tag_name, flattened, content);
         drop(state);
         if flattened {
@@ -514,6 +526,17 @@ mod tests {
             out.split_whitespace().collect::<String>(),
             r#"<h2>Options</h2><p><ahref="x.html">x</a></p>"#
         );
+    }
+
+    #[test]
+    fn footers_marked_by_class_or_id_go_unless_inside_the_content() {
+        let html = r#"<div class="body" role="main"><p>Text</p>
+            <div class="footer">Note footer</div></div>
+            <div class="footer">&copy; Site</div><div id="footer">Last updated</div>
+            <div class="card-footer">card</div>"#;
+        let out = run(html, &limits()).unwrap();
+        assert!(out.contains("Note footer") && out.contains("card"), "{out}");
+        assert!(!out.contains("Site") && !out.contains("Last updated"), "{out}");
     }
 
     #[test]
