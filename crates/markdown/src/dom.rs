@@ -131,14 +131,14 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
             } else if let (NodeData::Element { attrs, .. }, Some(text)) = (&node.data, text) {
                 // A title that repeats the link's text (Sphinx gives every reference one)
                 // says nothing new.
-                attrs.borrow_mut().retain(|a| {
-                    &*a.name.local != "title" || !text.contains(a.value.trim())
-                });
+                attrs
+                    .borrow_mut()
+                    .retain(|a| &*a.name.local != "title" || !text.contains(a.value.trim()));
             }
         }
     }
     for pre in pres {
-        wrap_in_code(&pre);
+        make_code_block(&pre);
     }
     if let (Some(image), Some(base_url)) = (&meta.image, &base_url)
         && let Ok(absolute) = base_url.join(image.trim())
@@ -193,31 +193,46 @@ fn link_text(link: &Handle) -> Option<String> {
     (image || !text.trim().is_empty()).then_some(text)
 }
 
-/// htmd writes a fenced code block only for `<pre><code>`; Sphinx, Asciidoc and many others
-/// write a bare `<pre>`, which htmd would give as a paragraph, its lines run together. The
-/// `<pre>`'s content moves into a new `<code>` so it becomes a code block.
-fn wrap_in_code(pre: &Handle) {
-    let only_code = {
+/// htmd writes a fenced code block only for `<pre><code>`; Sphinx, AsciiDoc and many others
+/// write a bare `<pre>`, which htmd would give as a paragraph, its lines run together. And a
+/// code block shows its text verbatim, so markup inside (`<em>` in a synopsis, a link in
+/// highlighted code) would come out as literal `*` or `[..](..)`. The `<pre>` becomes one
+/// `<code>` (the page's own, keeping its language class, or a new one) holding the text a
+/// browser shows.
+fn make_code_block(pre: &Handle) {
+    let existing = {
         let children = pre.children.borrow();
-        children.len() == 1
-            && matches!(&children[0].data, NodeData::Element { name, .. } if &*name.local == "code")
+        match children.as_slice() {
+            [only] if matches!(&only.data, NodeData::Element { name, .. } if &*name.local == "code") => {
+                Some(Rc::clone(only))
+            }
+            _ => None,
+        }
     };
-    if only_code {
-        return;
-    }
-    let code = Node::new(NodeData::Element {
-        name: QualName::new(None, ns!(html), local_name!("code")),
-        attrs: RefCell::new(Vec::new()),
-        template_contents: RefCell::new(None),
-        mathml_annotation_xml_integration_point: false,
+    let code = existing.unwrap_or_else(|| {
+        Node::new(NodeData::Element {
+            name: QualName::new(None, ns!(html), local_name!("code")),
+            attrs: RefCell::new(Vec::new()),
+            template_contents: RefCell::new(None),
+            mathml_annotation_xml_integration_point: false,
+        })
     });
-    let children = std::mem::take(&mut *pre.children.borrow_mut());
-    for child in &children {
-        child.parent.set(Some(Rc::downgrade(&code)));
+    let mut text = StrTendril::new();
+    let mut stack: Vec<Handle> = pre.children.borrow().iter().rev().cloned().collect();
+    while let Some(node) = stack.pop() {
+        match &node.data {
+            NodeData::Text { contents } => text.push_tendril(&contents.borrow()),
+            NodeData::Element { name, .. } if &*name.local == "br" => text.push_char('\n'),
+            _ => stack.extend(node.children.borrow().iter().rev().cloned()),
+        }
     }
-    *code.children.borrow_mut() = children;
+    let text_node = Node::new(NodeData::Text {
+        contents: RefCell::new(text),
+    });
+    text_node.parent.set(Some(Rc::downgrade(&code)));
+    *code.children.borrow_mut() = vec![text_node];
     code.parent.set(Some(Rc::downgrade(pre)));
-    pre.children.borrow_mut().push(code);
+    *pre.children.borrow_mut() = vec![code];
 }
 
 /// Whitespace runs become one space, and the value is cut at [`MAX_META_CHARS`].

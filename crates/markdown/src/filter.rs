@@ -32,12 +32,15 @@ use crate::{Error, Limits};
 /// `href`); a link or image without its URL still leaves its text.
 pub const MAX_ATTRIBUTE_BYTES: usize = 8 * 1024;
 
+/// Lists, block quotes, definition lists and tables nested deeper than this lose their tags
+/// (their content stays). The converter indents or prefixes every line of such an element once
+/// per level, so its work is the page's size times this nesting: 100,000 nested `<ul><li>`
+/// took seconds at the general depth limit. Real documents nest lists a handful of levels.
+pub const MAX_BLOCK_NESTING: usize = 16;
+
 /// Parses UTF-8 `html` through the filter into a tree.
 pub fn parse(html: &str, limits: &Limits) -> Result<RcDom, Error> {
-    let builder = TreeBuilder::new(
-        RcDom::default(),
-        TreeBuilderOpts::default(),
-    );
+    let builder = TreeBuilder::new(RcDom::default(), TreeBuilderOpts::default());
     let filter = Filter {
         builder,
         limits: *limits,
@@ -94,6 +97,8 @@ struct State {
     /// Open `<article>`, `<main>` or `role="main"` elements: a `<header>` or `<footer>` inside
     /// one is the article's own (its title, its byline) and is kept.
     content_depth: usize,
+    /// Open (and not flattened) lists, block quotes, definition lists and tables.
+    block_depth: usize,
     /// The index in `open` of the element being dropped with its content. Elements opened
     /// inside it are still tracked, so that its end is found as the tree builder would find it:
     /// its own end tag, or the end tag of an element around it.
@@ -105,6 +110,8 @@ struct Open {
     /// Past the depth limit: its tags are dropped, its content kept.
     flattened: bool,
     content: bool,
+    /// A list, block quote, definition list or table (see [`MAX_BLOCK_NESTING`]).
+    block: bool,
 }
 
 /// Elements removed with their content.
@@ -247,8 +254,8 @@ fn judge(tag: &Tag) -> Verdict {
             local_name!("hidden") => v.hidden = true,
             local_name!("aria-hidden") => v.hidden |= value.eq_ignore_ascii_case("true"),
             local_name!("role") => {
-                v.role_nav =
-                    value.eq_ignore_ascii_case("navigation") || value.eq_ignore_ascii_case("search");
+                v.role_nav = value.eq_ignore_ascii_case("navigation")
+                    || value.eq_ignore_ascii_case("search");
                 v.role_chrome = value.eq_ignore_ascii_case("banner")
                     || value.eq_ignore_ascii_case("contentinfo");
                 v.role_main = value.eq_ignore_ascii_case("main");
@@ -296,7 +303,7 @@ impl Filter {
                 // its text cannot end the dropped element early.
                 let raw = raw_kind(&tag.name).filter(|_| !foreign && has_content);
                 if has_content && counted(&tag.name) {
-                    state.push(tag.name, false, false);
+                    state.push(tag.name, false, false, false);
                 }
                 return match raw {
                     Some(kind) => TokenSinkResult::RawData(kind),
@@ -322,7 +329,7 @@ impl Filter {
                 return TokenSinkResult::Continue;
             }
             state.skipping = Some(state.open.len());
-            state.push(tag.name.clone(), false, false);
+            state.push(tag.name.clone(), false, false, false);
             return match raw_kind(&tag.name) {
                 Some(kind) => TokenSinkResult::RawData(kind),
                 None => TokenSinkResult::Continue,
@@ -332,16 +339,26 @@ impl Filter {
         tag.attrs.retain(|a| {
             keep_attribute(&tag_name, &a.name.local)
                 && a.value.len() <= MAX_ATTRIBUTE_BYTES
-                && !(a.name.local == local_name!("src") && a.value.trim_start().starts_with("data:"))
+                && !(a.name.local == local_name!("src")
+                    && a.value.trim_start().starts_with("data:"))
         });
         if !has_content || !counted(&tag_name) {
             drop(state);
             return self.forward(Token::TagToken(tag), line);
         }
-        let flattened = state.open.len() >= self.limits.max_depth;
+        let block = matches!(
+            tag_name,
+            local_name!("ul")
+                | local_name!("ol")
+                | local_name!("blockquote")
+                | local_name!("dl")
+                | local_name!("table")
+        );
+        let flattened = state.open.len() >= self.limits.max_depth
+            || (block && state.block_depth >= MAX_BLOCK_NESTING);
         let content =
             v.role_main || matches!(tag_name, local_name!("article") | local_name!("main"));
-        state.push(tag_name, flattened, content);
+        state.push(tag_name, flattened, content, block && !flattened);
         drop(state);
         if flattened {
             // The text stays; only the element's own tags go.
@@ -387,15 +404,19 @@ impl Filter {
 }
 
 impl State {
-    fn push(&mut self, name: LocalName, flattened: bool, content: bool) {
+    fn push(&mut self, name: LocalName, flattened: bool, content: bool, block: bool) {
         if content {
             self.content_depth += 1;
+        }
+        if block {
+            self.block_depth += 1;
         }
         *self.open_by_name.entry(name.clone()).or_insert(0) += 1;
         self.open.push(Open {
             name,
             flattened,
             content,
+            block,
         });
     }
 
@@ -406,6 +427,9 @@ impl State {
         }
         if open.content {
             self.content_depth = self.content_depth.saturating_sub(1);
+        }
+        if open.block {
+            self.block_depth = self.block_depth.saturating_sub(1);
         }
         Some(open)
     }
@@ -512,8 +536,14 @@ mod tests {
             <svg/><p>after svg</p><nav><nav>inner</nav>still nav</nav><p>c</p>"#;
         let out = run(html, &limits()).unwrap();
         assert!(!out.contains("script") && !out.contains("in nav"), "{out}");
-        assert!(!out.contains("inner") && !out.contains("still nav"), "{out}");
-        assert!(out.contains("<p>b</p>") && out.contains("<p>after svg</p>"), "{out}");
+        assert!(
+            !out.contains("inner") && !out.contains("still nav"),
+            "{out}"
+        );
+        assert!(
+            out.contains("<p>b</p>") && out.contains("<p>after svg</p>"),
+            "{out}"
+        );
         assert!(out.contains("<p>c</p>"), "{out}");
     }
 
@@ -536,7 +566,10 @@ mod tests {
             <div class="card-footer">card</div>"#;
         let out = run(html, &limits()).unwrap();
         assert!(out.contains("Note footer") && out.contains("card"), "{out}");
-        assert!(!out.contains("Site") && !out.contains("Last updated"), "{out}");
+        assert!(
+            !out.contains("Site") && !out.contains("Last updated"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -571,13 +604,28 @@ mod tests {
     }
 
     #[test]
+    fn lists_and_quotes_nest_at_most_max_block_nesting_deep() {
+        let html = format!("{}deep", "<ul><li><blockquote>".repeat(100));
+        let out = run(&html, &limits()).unwrap();
+        let (lists, quotes) = (
+            out.matches("<ul>").count(),
+            out.matches("<blockquote>").count(),
+        );
+        assert_eq!(lists + quotes, MAX_BLOCK_NESTING, "{out}");
+        assert!(out.contains("deep"));
+        // Divs do not count: the general depth limit applies to them.
+        let html = format!("{}<ul><li>x</li></ul>", "<div>".repeat(100));
+        assert!(
+            run(&html, &limits())
+                .unwrap()
+                .contains("<ul><li>x</li></ul>")
+        );
+    }
+
+    #[test]
     fn stray_end_tags_cost_nothing_and_misnesting_closes_inner_elements() {
         // A deep stack and many end tags that match nothing: linear, not quadratic.
-        let html = format!(
-            "{}{}x",
-            "<div>".repeat(100_000),
-            "</span>".repeat(100_000)
-        );
+        let html = format!("{}{}x", "<div>".repeat(100_000), "</span>".repeat(100_000));
         let started = std::time::Instant::now();
         run(&html, &limits()).unwrap();
         assert!(started.elapsed() < std::time::Duration::from_secs(20));

@@ -130,7 +130,7 @@ pub fn convert_html(html: &str, url: Option<&Url>, limits: &Limits) -> Result<St
     let dom = filter::parse(html, limits)?;
     let meta = dom::walk(&dom.document, url)?;
     let body = CONVERTER.with(|converter| converter.tree_to_markdown(&dom.document));
-    Ok(assemble(&meta, body.trim()))
+    Ok(assemble(&meta, &strip_trailing_spaces(body.trim())))
 }
 
 thread_local! {
@@ -172,6 +172,43 @@ fn assemble(meta: &dom::Meta, body: &str) -> String {
     if let Some(json) = json_ld(&meta.json_ld) {
         let fence = "`".repeat(longest_run(&json, '`').max(2) + 1);
         let _ = write!(out, "\n{fence}json\n{json}\n{fence}\n");
+    }
+    out
+}
+
+/// htmd leaves the space that ended a block's last line of text (`<dt>--edit </dt>`). One
+/// trailing space means nothing in CommonMark and costs a token per line; two or more are a
+/// hard line break and stay, and so does everything inside fenced code blocks.
+fn strip_trailing_spaces(md: &str) -> String {
+    let mut out = String::with_capacity(md.len());
+    // The open fence's character and length.
+    let mut fence: Option<(u8, usize)> = None;
+    for line in md.split_inclusive('\n') {
+        let (content, newline) = match line.strip_suffix('\n') {
+            Some(content) => (content, "\n"),
+            None => (line, ""),
+        };
+        let marker = content.trim_start_matches(' ');
+        if marker.starts_with(['`', '~']) {
+            let run = |c: u8| marker.bytes().take_while(|&m| m == c).count();
+            match fence {
+                None if run(b'`') >= 3 => fence = Some((b'`', run(b'`'))),
+                None if run(b'~') >= 3 => fence = Some((b'~', run(b'~'))),
+                Some((c, n))
+                    if run(c) >= n && marker.bytes().skip(n).all(|b| b == c || b == b' ') =>
+                {
+                    fence = None;
+                }
+                _ => {}
+            }
+        }
+        let single = content.ends_with(' ') && !content.ends_with("  ");
+        if fence.is_none() && single {
+            out.push_str(&content[..content.len() - 1]);
+        } else {
+            out.push_str(content);
+        }
+        out.push_str(newline);
     }
     out
 }
@@ -231,7 +268,12 @@ pub fn step_times(html: &str, url: Option<&Url>, limits: &Limits) -> [std::time:
     filter::tokenize_only(html);
     let t1 = std::time::Instant::now();
     let Ok(dom) = filter::parse(html, limits) else {
-        return [t1 - t0, std::time::Duration::ZERO, std::time::Duration::ZERO, std::time::Duration::ZERO];
+        return [
+            t1 - t0,
+            std::time::Duration::ZERO,
+            std::time::Duration::ZERO,
+            std::time::Duration::ZERO,
+        ];
     };
     let t2 = std::time::Instant::now();
     let _ = dom::walk(&dom.document, url);

@@ -328,15 +328,32 @@ fn empty_links_are_dropped_but_image_links_stay() {
 #[test]
 fn bare_pre_becomes_a_code_block_and_redundant_link_titles_go() {
     let html = r#"<div class="highlight"><pre><span></span>spam = __import__('spam')
-eggs = 1 &lt; 2
-</pre></div><pre><code class="language-rust">fn f() {}</code></pre>
+eggs = 1 &lt; 2 <a href="/x">x</a><br>*<em>git</em>
+</pre></div><pre><code class="language-rust"><b>fn</b> f() {}</code></pre>
         <p><a href="/m.html#f" title="m.f"><code>m.f()</code></a>
         <a href="/n.html" title="More about n">n</a></p>"#;
     let out = md(html, "https://docs.example/");
     assert_eq!(
         out,
-        "```\nspam = __import__('spam')\neggs = 1 < 2\n```\n\n```rust\nfn f() {}\n```\n\n\
+        "```\nspam = __import__('spam')\neggs = 1 < 2 x\n*git\n```\n\n```rust\nfn f() {}\n```\n\n\
          [`m.f()`](https://docs.example/m.html#f) \
          [n](https://docs.example/n.html \"More about n\")\n"
+    );
+}
+
+#[test]
+fn single_trailing_spaces_go_but_hard_breaks_and_code_stay() {
+    let html = "<dl><dt>--edit </dt><dd>Edit the message. </dd></dl>\
+        <p>line<br>next</p><pre>code \n  </pre>";
+    let out = md(html, "https://e.example/");
+    assert!(
+        !out.contains(" \n\n") && out.contains("--edit\n"),
+        "{out:?}"
+    );
+    assert!(out.contains("line  \nnext"), "{out:?}");
+    assert!(out.contains("```\ncode \n"), "{out:?}");
+    assert_eq!(
+        strip_trailing_spaces("a \n~~~\nb \n~~~\nc "),
+        "a\n~~~\nb \n~~~\nc"
     );
 }
