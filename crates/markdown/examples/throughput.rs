@@ -4,8 +4,9 @@
 //!
 //!     cargo run --profile bench -p signpost-markdown --example throughput [seconds per size]
 //!
-//! `throughput once <bytes>` converts one generated page of that size once and exits, for an
-//! instruction count that does not depend on the machine's load:
+//! `throughput once <bytes> [real]` converts one generated page (or, with `real`, one cut from
+//! git-doc) of that size once and exits, for an instruction count that does not depend on the
+//! machine's load:
 //!
 //!     valgrind --tool=callgrind target/release/examples/throughput once 1000000
 
@@ -39,7 +40,11 @@ fn main() {
             .and_then(|s| s.parse().ok())
             .unwrap_or(1_000_000);
         let url = Url::parse("https://docs.example/ref/page.html").unwrap();
-        let md = convert_html(&page::page(size), Some(&url), &Limits::default()).unwrap();
+        let html = match std::env::args().nth(3).as_deref() {
+            Some("real") => page::real_page(size).expect("git-doc installed"),
+            _ => page::page(size),
+        };
+        let md = convert_html(&html, Some(&url), &Limits::default()).unwrap();
         println!("{} bytes of Markdown", md.len());
         return;
     }
@@ -53,8 +58,16 @@ fn main() {
         "| page | size | iterations | MB/s per core (CPU time) | MB/s (wall) | p50 CPU | p99 CPU | p99 wall |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut pages = Vec::new();
     for (name, size) in [("10 KB", 10_000), ("100 KB", 100_000), ("1 MB", 1_000_000)] {
-        let html = page::page(size);
+        pages.push((format!("generated {name}"), page::page(size)));
+    }
+    for (name, size) in [("10 KB", 10_000), ("100 KB", 100_000), ("1 MB", 1_000_000)] {
+        if let Some(html) = page::real_page(size) {
+            pages.push((format!("git-doc bodies {name}"), html));
+        }
+    }
+    for (name, html) in pages {
         // Warm up (thread-local converter, allocator).
         convert_html(&html, Some(&url), &limits).unwrap();
         let (mut cpu, mut wall) = (Vec::new(), Vec::new());
@@ -92,7 +105,7 @@ fn main() {
         }
     }
     println!(
-        "\n1 MB page, wall time per step (5 runs): pre-pass {:?}, tree {:?}, walk {:?}, htmd {:?}",
+        "\n1 MB page, wall time per step (5 runs): tokenizer alone {:?}, filtered tree (tokenizer included) {:?}, walk {:?}, htmd {:?}",
         sums[0] / 5,
         sums[1] / 5,
         sums[2] / 5,

@@ -49,7 +49,7 @@ pub use filter::MAX_ATTRIBUTE_BYTES;
 pub const DEFAULT_MAX_BYTES: usize = 6 * 1024 * 1024;
 
 /// The parsed tree may be at most this deep when handed to the converter, which recurses per
-/// element (a few frames each). The pre-pass keeps real pages far below it; the check is the
+/// element (a few frames each). The token filter keeps real pages far below it; the check is the
 /// guarantee. Tested on a 2 MiB thread stack in a debug build, the smallest the edge uses.
 pub const MAX_TREE_DEPTH: usize = 512;
 
@@ -61,7 +61,7 @@ pub const MAX_JSON_LD_BLOCKS: usize = 32;
 pub struct Limits {
     /// The largest decoded (decompressed) page converted; larger ones pass through.
     pub max_bytes: usize,
-    /// Nesting (of elements with a required end tag) kept by the pre-pass; deeper elements lose
+    /// Nesting (of elements with a required end tag) kept by the token filter; deeper elements lose
     /// their tags but keep their text.
     pub max_depth: usize,
     /// Pages with more elements than this are not converted.

@@ -180,7 +180,7 @@ fn content_types() {
 }
 
 /// A 100,000-deep page converts on a 2 MiB stack (the size of the edge's blocking threads):
-/// the pre-pass flattens it, so the converter never recurses deeply.
+/// the token filter flattens it, so the converter never recurses deeply.
 #[test]
 fn hostile_depth_converts_on_a_small_stack() {
     let handle = std::thread::Builder::new()
