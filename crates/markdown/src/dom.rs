@@ -124,16 +124,9 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
             }
         }
         if attr_name == "href" {
-            let text = link_text(&node);
-            if text.is_none() {
+            if !has_content(&node) {
                 // An empty link (an icon drawn by CSS) would be `[](url)`: nothing to read.
                 detach.push(node);
-            } else if let (NodeData::Element { attrs, .. }, Some(text)) = (&node.data, text) {
-                // A title that repeats the link's text (Sphinx gives every reference one)
-                // says nothing new.
-                attrs
-                    .borrow_mut()
-                    .retain(|a| &*a.name.local != "title" || !text.contains(a.value.trim()));
             }
         }
     }
@@ -171,26 +164,19 @@ fn without_fragment(url: &Url) -> &str {
     s.split_once('#').map_or(s, |(before, _)| before)
 }
 
-/// A link's text (up to [`MAX_META_CHARS`] bytes of it, enough to compare a title with), or
-/// `None` when it holds neither text nor an image. Links nest only through tables (a cell is
-/// a new formatting scope), so a node is looked at for at most as many links as the tree is
-/// deep.
-fn link_text(link: &Handle) -> Option<String> {
-    let mut text = String::new();
-    let mut image = false;
+/// Whether a link holds text or an image. Links nest only through tables (a cell is a new
+/// formatting scope), so a node is looked at for at most as many links as the tree is deep,
+/// and the search stops at the first text.
+fn has_content(link: &Handle) -> bool {
     let mut stack: Vec<Handle> = link.children.borrow().iter().rev().cloned().collect();
     while let Some(node) = stack.pop() {
         match &node.data {
-            NodeData::Text { contents } => {
-                if text.len() < MAX_META_CHARS {
-                    text.push_str(&contents.borrow());
-                }
-            }
-            NodeData::Element { name, .. } if &*name.local == "img" => image = true,
+            NodeData::Text { contents } if !contents.borrow().trim().is_empty() => return true,
+            NodeData::Element { name, .. } if &*name.local == "img" => return true,
             _ => stack.extend(node.children.borrow().iter().rev().cloned()),
         }
     }
-    (image || !text.trim().is_empty()).then_some(text)
+    false
 }
 
 /// htmd writes a fenced code block only for `<pre><code>`; Sphinx, AsciiDoc and many others

@@ -214,7 +214,9 @@ fn keep_attribute(tag: &LocalName, name: &LocalName) -> bool {
     match *name {
         local_name!("href") => matches!(*tag, local_name!("a") | local_name!("base")),
         local_name!("src") | local_name!("alt") => *tag == local_name!("img"),
-        local_name!("title") => matches!(*tag, local_name!("a") | local_name!("img")),
+        // A link's title is a tooltip, not text the page shows (Sphinx puts one on every
+        // reference, mostly the link's text again); an image's title may be its caption.
+        local_name!("title") => *tag == local_name!("img"),
         local_name!("colspan") | local_name!("rowspan") => {
             matches!(*tag, local_name!("td") | local_name!("th"))
         }
