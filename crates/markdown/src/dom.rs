@@ -114,7 +114,7 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
                     if let Ok(absolute) = base_url.join(a.value.trim()) {
                         same_page = is_link
                             && absolute.fragment().is_some()
-                            && page.as_deref() == Some(without_fragment(&absolute));
+                            && page == Some(without_fragment(&absolute));
                         a.value = StrTendril::from(absolute.as_str());
                     }
                 }
@@ -123,11 +123,9 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
                 }
             }
         }
-        if attr_name == "href" {
-            if !has_content(&node) {
-                // An empty link (an icon drawn by CSS) would be `[](url)`: nothing to read.
-                detach.push(node);
-            }
+        if attr_name == "href" && !has_content(&node) {
+            // An empty link (an icon drawn by CSS) would be `[](url)`: nothing to read.
+            detach.push(node);
         }
     }
     for pre in pres {
