@@ -16,6 +16,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::time::Instant;
 
 use html5ever::tendril::StrTendril;
 use html5ever::tokenizer::states::RawKind;
@@ -26,7 +27,7 @@ use html5ever::tree_builder::{TreeBuilder, TreeBuilderOpts};
 use html5ever::{LocalName, TokenizerResult, local_name};
 use markup5ever_rcdom::{Handle, RcDom};
 
-use crate::{Error, Limits};
+use crate::{Error, Limits, PARSE_CHUNK_BYTES};
 
 /// Attribute values longer than this are dropped (a `data:` image or a tracking blob in an
 /// `href`); a link or image without its URL still leaves its text.
@@ -49,9 +50,30 @@ pub fn parse(html: &str, limits: &Limits) -> Result<RcDom, Error> {
     };
     let tokenizer = Tokenizer::new(filter, TokenizerOpts::default());
     let input = BufferQueue::default();
-    input.push_back(StrTendril::from_slice(html));
-    // A `</script>` or a `<meta charset>` suspends the tokenizer; it resumes where it stopped.
-    while !matches!(tokenizer.feed(&input), TokenizerResult::Done) {}
+    let started = Instant::now();
+    let mib = u32::try_from(html.len() >> 20).unwrap_or(u32::MAX);
+    let deadline = limits
+        .max_parse_time
+        .saturating_add(limits.parse_time_per_mib.saturating_mul(mib));
+    let mut rest = html;
+    while !rest.is_empty() {
+        let mut cut = rest.len().min(PARSE_CHUNK_BYTES);
+        while !rest.is_char_boundary(cut) {
+            cut += 1;
+        }
+        let (piece, after) = rest.split_at(cut);
+        rest = after;
+        input.push_back(StrTendril::from_slice(piece));
+        // A `</script>` or a `<meta charset>` suspends the tokenizer; it resumes where it
+        // stopped. `Done` means this piece is used up (an unfinished token waits for more).
+        while !matches!(tokenizer.feed(&input), TokenizerResult::Done) {}
+        if tokenizer.sink.refused.get() {
+            return Err(Error::TooComplex("too many elements"));
+        }
+        if started.elapsed() > deadline {
+            return Err(Error::TooComplex("parse deadline"));
+        }
+    }
     tokenizer.end();
     let filter = tokenizer.sink;
     if filter.refused.get() {

@@ -66,7 +66,20 @@ pub struct Limits {
     pub max_depth: usize,
     /// Pages with more elements than this are not converted.
     pub max_elements: usize,
+    /// The longest the tokenizer and tree builder may take (wall time, checked after each
+    /// [`PARSE_CHUNK_BYTES`] of the page), plus [`Limits::parse_time_per_mib`] for each MiB.
+    /// html5ever checks each attribute of a tag against the tag's earlier ones, so one tag with
+    /// 160,000 attributes (1.2 MB) took a minute; past the deadline the page passes through.
+    pub max_parse_time: std::time::Duration,
+    /// Added to [`Limits::max_parse_time`] per MiB of page.
+    pub parse_time_per_mib: std::time::Duration,
 }
+
+const DEBUG_FACTOR: u64 = if cfg!(debug_assertions) { 10 } else { 1 };
+
+/// The page is fed to the tokenizer in pieces of this size, and the parse deadline checked
+/// between them: the most one piece can add to a tag is this many bytes of attributes.
+pub const PARSE_CHUNK_BYTES: usize = 16 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -74,6 +87,11 @@ impl Default for Limits {
             max_bytes: DEFAULT_MAX_BYTES,
             max_depth: 128,
             max_elements: 250_000,
+            // Real pages parse at 20 MB/s or more (bench/README.md): a 6 MiB page in about
+            // 0.3 s, so this leaves room for a loaded machine. Debug builds (tests) are about
+            // ten times slower.
+            max_parse_time: std::time::Duration::from_millis(DEBUG_FACTOR * 1000),
+            parse_time_per_mib: std::time::Duration::from_millis(DEBUG_FACTOR * 500),
         }
     }
 }
@@ -87,7 +105,7 @@ pub enum Error {
     /// The content coding is unknown, stacked too deep, or the body does not decode.
     #[error("content coding: {0}")]
     Encoding(String),
-    /// The page has too many elements or too deep a tree.
+    /// The page has too many elements or too deep a tree, or took too long to parse.
     #[error("page too complex: {0}")]
     TooComplex(&'static str),
     /// The HTML rewriter failed.

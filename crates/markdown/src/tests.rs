@@ -238,6 +238,30 @@ fn max_tree_depth_fits_a_small_stack() {
 }
 
 #[test]
+fn one_tag_with_many_attributes_meets_the_parse_deadline() {
+    // html5ever's tokenizer compares each attribute with the tag's earlier ones: quadratic.
+    let mut html = String::from("<p");
+    for i in 0..1_000_000 {
+        html.push_str(&format!(" a{i}"));
+    }
+    html.push_str(">x</p>");
+    // The release build's deadline for a 1 MiB page; the default is ten times longer in a
+    // debug build.
+    let limits = Limits {
+        max_bytes: 16 << 20,
+        max_parse_time: std::time::Duration::from_secs(1),
+        parse_time_per_mib: std::time::Duration::from_millis(500),
+        ..Limits::default()
+    };
+    let start = std::time::Instant::now();
+    let result = convert_html(&html, None, &limits);
+    assert!(matches!(result, Err(Error::TooComplex(_))), "{result:?}");
+    // The deadline for this 7.9 MB page is 4.5 s; one more piece of the page is at most a few
+    // seconds more even in a debug build (without the deadline: over an hour).
+    assert!(start.elapsed().as_secs() < 20, "{:?}", start.elapsed());
+}
+
+#[test]
 fn many_elements_and_huge_attributes_are_bounded() {
     let start = std::time::Instant::now();
     let million = "<br>".repeat(1_000_000);
