@@ -317,8 +317,16 @@ impl Filter {
         let closes_itself =
             tag.self_closing && matches!(tag.name, local_name!("svg") | local_name!("math"));
         let has_content = !void(&tag.name) && !closes_itself;
-        if let Some(at) = state.skipping {
-            let root = &state.open[at].name;
+        // While skipping, the dropped element is at `at` (end tags that pop it end the skip);
+        // `get` rather than indexing, so a broken invariant ends the skip instead of panicking.
+        let skipped = state
+            .skipping
+            .and_then(|at| Some((at, state.open.get(at)?.name.clone())));
+        if skipped.is_none() {
+            state.skipping = None;
+        }
+        if let Some((at, root)) = skipped {
+            let root = &root;
             // A dropped `<li>`, `<p>`, `<tr>`... ends where the next one starts.
             let sibling = !counted(root) && *root == tag.name && state.open.len() == at + 1;
             if !sibling {
