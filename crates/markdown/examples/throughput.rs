@@ -4,8 +4,8 @@
 //!
 //!     cargo run --profile bench -p signpost-markdown --example throughput [seconds per size]
 //!
-//! `throughput once <bytes> [real]` converts one generated page (or, with `real`, one cut from
-//! git-doc) of that size once and exits, for an instruction count that does not depend on the
+//! `throughput once <bytes> [real | <file>]` converts one generated page (or, with `real`, one
+//! cut from git-doc; or the file, whatever its size) once and exits, for an instruction count that does not depend on the
 //! machine's load:
 //!
 //!     valgrind --tool=callgrind target/release/examples/throughput once 1000000
@@ -42,7 +42,8 @@ fn main() {
         let url = Url::parse("https://docs.example/ref/page.html").unwrap();
         let html = match std::env::args().nth(3).as_deref() {
             Some("real") => page::real_page(size).expect("git-doc installed"),
-            _ => page::page(size),
+            Some(path) => std::fs::read_to_string(path).expect("a UTF-8 file"),
+            None => page::page(size),
         };
         // No parse deadline: under valgrind everything is fifty times slower.
         let limits = Limits {
