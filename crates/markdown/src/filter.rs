@@ -2,7 +2,8 @@
 //! once, and what agents do not read never reaches the tree. It drops scripts, styles,
 //! navigation, the page's header and footer (by element or by ARIA role), hidden elements,
 //! form controls, embedded media, comments and Sphinx's `¶` header permalinks; keeps only the
-//! attributes the conversion uses; and bounds what the tree builder and the converter will see:
+//! attributes the conversion uses; keeps `<span>` tags (meaningless in Markdown once their
+//! attributes are gone, and many in highlighted code) out of the tree; and bounds what the tree builder and the converter will see:
 //! nesting is flattened past [`Limits::max_depth`], and a page with more than
 //! [`Limits::max_elements`] elements is refused.
 //!
@@ -386,8 +387,11 @@ impl Filter {
                 | local_name!("dl")
                 | local_name!("table")
         );
+        // A `<span>` has no attributes left here and means nothing in Markdown: its tags never
+        // reach the tree (Sphinx and syntax highlighters put a few on every line).
         let flattened = state.open.len() >= self.limits.max_depth
-            || (block && state.block_depth >= MAX_BLOCK_NESTING);
+            || (block && state.block_depth >= MAX_BLOCK_NESTING)
+            || tag_name == local_name!("span");
         let content =
             v.role_main || matches!(tag_name, local_name!("article") | local_name!("main"));
         state.push(tag_name, flattened, content, block && !flattened);
@@ -605,6 +609,16 @@ mod tests {
     }
 
     #[test]
+    fn spans_never_reach_the_tree() {
+        let html = r#"<p><em><span class="n"><span class="pre">h</span></span><span class="o">=</span>None</em> <span hidden>x</span></p>"#;
+        assert_eq!(run(html, &limits()).unwrap(), "<p><em>h=None</em> </p>");
+        // As one text node, `=` is not escaped as if it could start a line.
+        let url = url::Url::parse("https://e.example/").unwrap();
+        let md = crate::convert_html(html, Some(&url), &limits()).unwrap();
+        assert_eq!(md, "*h=None*\n");
+    }
+
+    #[test]
     fn attributes_are_reduced_and_data_urls_dropped() {
         let long = "x".repeat(MAX_ATTRIBUTE_BYTES + 1);
         let html = format!(
@@ -661,10 +675,13 @@ mod tests {
         let started = std::time::Instant::now();
         run(&html, &limits()).unwrap();
         assert!(started.elapsed() < std::time::Duration::from_secs(20));
-        let out = run("<div><span><i>x</div><div>y</div>", &limits()).unwrap();
+        let out = run("<div><blockquote><i>x</div><div>y</div>", &limits()).unwrap();
         // The tree builder reopens the unclosed `<i>` (HTML's formatting rules); the filter's
-        // own stack closed `<span>` and `<i>` with the `<div>`.
-        assert_eq!(out, "<div><span><i>x</i></span></div><div><i>y</i></div>");
+        // own stack closed `<blockquote>` and `<i>` with the `<div>`.
+        assert_eq!(
+            out,
+            "<div><blockquote><i>x</i></blockquote></div><div><i>y</i></div>"
+        );
     }
 
     #[test]
