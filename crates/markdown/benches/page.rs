@@ -26,3 +26,41 @@ pub fn page(bytes: usize) -> String {
     html.push_str("</main><footer>© Example</footer></body></html>");
     html
 }
+
+/// A page of about `bytes` bytes of real documentation: the bodies of the git-doc manual pages
+/// (`/usr/share/doc/git-doc`, Debian's `git-doc` package) in name order, concatenated and cut
+/// after the last `</p>` that fits, under a minimal head. `None` when git-doc is not installed.
+#[allow(dead_code)]
+pub fn real_page(bytes: usize) -> Option<String> {
+    let mut files: Vec<_> = std::fs::read_dir("/usr/share/doc/git-doc")
+        .ok()?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "html"))
+        .collect();
+    files.sort();
+    let mut body = String::new();
+    for f in files {
+        let Ok(page) = std::fs::read_to_string(&f) else {
+            continue;
+        };
+        let Some(start) = page.find("<body") else {
+            continue;
+        };
+        let inner = &page[start..];
+        let inner = &inner[inner.find('>').map_or(0, |i| i + 1)..];
+        let inner = inner.rfind("</body>").map_or(inner, |end| &inner[..end]);
+        body.push_str(inner);
+        if body.len() >= bytes {
+            break;
+        }
+    }
+    let head = "<!doctype html><html><head><title>Git documentation</title></head><body>";
+    let room = bytes.saturating_sub(head.len() + "</body></html>".len());
+    let mut cut = room.min(body.len());
+    while !body.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let cut = body[..cut].rfind("</p>").map_or(cut, |i| i + "</p>".len());
+    Some(format!("{head}{}</body></html>", &body[..cut]))
+}

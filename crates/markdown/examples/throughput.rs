@@ -3,11 +3,22 @@
 //! shared machine do not lower the per-core figure.
 //!
 //!     cargo run --profile bench -p signpost-markdown --example throughput [seconds per size]
+//!
+//! `throughput once <bytes> [real | <file>]` converts one generated page (or, with `real`, one
+//! cut from git-doc; or the file, whatever its size) once and exits, for an instruction count that does not depend on the
+//! machine's load:
+//!
+//!     valgrind --tool=callgrind target/release/examples/throughput once 1000000
 
 use std::time::{Duration, Instant};
 
 use signpost_markdown::{Limits, convert_html};
 use url::Url;
+
+/// The allocator the edge binary uses (crates/edge/src/main.rs), so the figures are the edge's:
+/// the conversion allocates a node per element and a string per piece of text.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[path = "../benches/page.rs"]
 mod page;
@@ -23,6 +34,26 @@ fn thread_cpu() -> Duration {
 }
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("once") {
+        let size = std::env::args()
+            .nth(2)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1_000_000);
+        let url = Url::parse("https://docs.example/ref/page.html").unwrap();
+        let html = match std::env::args().nth(3).as_deref() {
+            Some("real") => page::real_page(size).expect("git-doc installed"),
+            Some(path) => std::fs::read_to_string(path).expect("a UTF-8 file"),
+            None => page::page(size),
+        };
+        // No parse deadline: under valgrind everything is fifty times slower.
+        let limits = Limits {
+            max_parse_time: Duration::from_secs(3600),
+            ..Limits::default()
+        };
+        let md = convert_html(&html, Some(&url), &limits).unwrap();
+        println!("{} bytes of Markdown", md.len());
+        return;
+    }
     let seconds: f64 = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())
@@ -33,8 +64,16 @@ fn main() {
         "| page | size | iterations | MB/s per core (CPU time) | MB/s (wall) | p50 CPU | p99 CPU | p99 wall |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let mut pages = Vec::new();
     for (name, size) in [("10 KB", 10_000), ("100 KB", 100_000), ("1 MB", 1_000_000)] {
-        let html = page::page(size);
+        pages.push((format!("generated {name}"), page::page(size)));
+    }
+    for (name, size) in [("10 KB", 10_000), ("100 KB", 100_000), ("1 MB", 1_000_000)] {
+        if let Some(html) = page::real_page(size) {
+            pages.push((format!("git-doc bodies {name}"), html));
+        }
+    }
+    for (name, html) in pages {
         // Warm up (thread-local converter, allocator).
         convert_html(&html, Some(&url), &limits).unwrap();
         let (mut cpu, mut wall) = (Vec::new(), Vec::new());
@@ -72,7 +111,7 @@ fn main() {
         }
     }
     println!(
-        "\n1 MB page, wall time per step (5 runs): pre-pass {:?}, tree {:?}, walk {:?}, htmd {:?}",
+        "\n1 MB page, wall time per step (5 runs): tokenizer alone {:?}, filtered tree (tokenizer included) {:?}, walk {:?}, htmd {:?}",
         sums[0] / 5,
         sums[1] / 5,
         sums[2] / 5,

@@ -3,10 +3,12 @@
 //! the JSON-LD scripts, makes link and image URLs absolute, and refuses a tree deeper than
 //! [`crate::MAX_TREE_DEPTH`] so htmd's recursive walk has a bounded stack.
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use html5ever::tendril::StrTendril;
-use markup5ever_rcdom::{Handle, NodeData};
+use html5ever::{QualName, local_name, ns};
+use markup5ever_rcdom::{Handle, Node, NodeData};
 use url::Url;
 
 use crate::{Error, MAX_JSON_LD_BLOCKS, MAX_TREE_DEPTH};
@@ -30,6 +32,7 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
     let mut base: Option<String> = None;
     let mut links: Vec<(Handle, &'static str)> = Vec::new();
     let mut detach: Vec<Handle> = Vec::new();
+    let mut pres: Vec<Handle> = Vec::new();
     let mut stack: Vec<(Handle, usize)> = vec![(Rc::clone(document), 0)];
     while let Some((node, depth)) = stack.pop() {
         if depth > MAX_TREE_DEPTH {
@@ -74,6 +77,7 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
                 }
                 "a" => links.push((Rc::clone(&node), "href")),
                 "img" => links.push((Rc::clone(&node), "src")),
+                "pre" => pres.push(Rc::clone(&node)),
                 _ => {}
             }
         }
@@ -89,26 +93,43 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
         (Some(b), None) => Url::parse(b).ok(),
         (None, r) => r.cloned(),
     };
+    // A link to a fragment of this same page (a table of contents, a "back to top", a
+    // heading's own anchor) leads nowhere an agent can go: its text stays, its target goes.
+    let page = request_url.map(without_fragment);
     for (node, attr_name) in links {
         if let NodeData::Element { attrs, .. } = &node.data {
+            let is_link = attr_name == "href";
             let mut attrs = attrs.borrow_mut();
             attrs.retain(|a| {
                 let is_url = &*a.name.local == attr_name;
+                let value = a.value.trim_start();
                 // A script URL is nothing an agent should follow.
                 !(is_url
-                    && a.value
-                        .trim_start()
-                        .to_ascii_lowercase()
-                        .starts_with("javascript:"))
+                    && (value.to_ascii_lowercase().starts_with("javascript:")
+                        || (is_link && page.is_none() && value.starts_with('#'))))
             });
             if let Some(base_url) = &base_url {
+                let mut same_page = false;
                 for a in attrs.iter_mut().filter(|a| &*a.name.local == attr_name) {
                     if let Ok(absolute) = base_url.join(a.value.trim()) {
+                        same_page = is_link
+                            && absolute.fragment().is_some()
+                            && page == Some(without_fragment(&absolute));
                         a.value = StrTendril::from(absolute.as_str());
                     }
                 }
+                if same_page {
+                    attrs.retain(|a| &*a.name.local != attr_name);
+                }
             }
         }
+        if attr_name == "href" && !has_content(&node) {
+            // An empty link (an icon drawn by CSS) would be `[](url)`: nothing to read.
+            detach.push(node);
+        }
+    }
+    for pre in pres {
+        make_code_block(&pre);
     }
     if let (Some(image), Some(base_url)) = (&meta.image, &base_url)
         && let Ok(absolute) = base_url.join(image.trim())
@@ -133,6 +154,69 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
         }
     }
     Ok(meta)
+}
+
+/// The URL up to its fragment.
+fn without_fragment(url: &Url) -> &str {
+    let s = url.as_str();
+    s.split_once('#').map_or(s, |(before, _)| before)
+}
+
+/// Whether a link holds text or an image. Links nest only through tables (a cell is a new
+/// formatting scope), so a node is looked at for at most as many links as the tree is deep,
+/// and the search stops at the first text.
+fn has_content(link: &Handle) -> bool {
+    let mut stack: Vec<Handle> = link.children.borrow().iter().rev().cloned().collect();
+    while let Some(node) = stack.pop() {
+        match &node.data {
+            NodeData::Text { contents } if !contents.borrow().trim().is_empty() => return true,
+            NodeData::Element { name, .. } if &*name.local == "img" => return true,
+            _ => stack.extend(node.children.borrow().iter().rev().cloned()),
+        }
+    }
+    false
+}
+
+/// htmd writes a fenced code block only for `<pre><code>`; Sphinx, AsciiDoc and many others
+/// write a bare `<pre>`, which htmd would give as a paragraph, its lines run together. And a
+/// code block shows its text verbatim, so markup inside (`<em>` in a synopsis, a link in
+/// highlighted code) would come out as literal `*` or `[..](..)`. The `<pre>` becomes one
+/// `<code>` (the page's own, keeping its language class, or a new one) holding the text a
+/// browser shows.
+fn make_code_block(pre: &Handle) {
+    let existing = {
+        let children = pre.children.borrow();
+        match children.as_slice() {
+            [only] if matches!(&only.data, NodeData::Element { name, .. } if &*name.local == "code") => {
+                Some(Rc::clone(only))
+            }
+            _ => None,
+        }
+    };
+    let code = existing.unwrap_or_else(|| {
+        Node::new(NodeData::Element {
+            name: QualName::new(None, ns!(html), local_name!("code")),
+            attrs: RefCell::new(Vec::new()),
+            template_contents: RefCell::new(None),
+            mathml_annotation_xml_integration_point: false,
+        })
+    });
+    let mut text = StrTendril::new();
+    let mut stack: Vec<Handle> = pre.children.borrow().iter().rev().cloned().collect();
+    while let Some(node) = stack.pop() {
+        match &node.data {
+            NodeData::Text { contents } => text.push_tendril(&contents.borrow()),
+            NodeData::Element { name, .. } if &*name.local == "br" => text.push_char('\n'),
+            _ => stack.extend(node.children.borrow().iter().rev().cloned()),
+        }
+    }
+    let text_node = Node::new(NodeData::Text {
+        contents: RefCell::new(text),
+    });
+    text_node.parent.set(Some(Rc::downgrade(&code)));
+    *code.children.borrow_mut() = vec![text_node];
+    code.parent.set(Some(Rc::downgrade(pre)));
+    *pre.children.borrow_mut() = vec![code];
 }
 
 /// Whitespace runs become one space, and the value is cut at [`MAX_META_CHARS`].

@@ -4,11 +4,12 @@
 //!
 //! 1. [`decode_body`] undoes gzip, deflate, br or zstd with the decoded size capped
 //!    ([`Limits::max_bytes`]), and [`to_utf8`] decodes the charset the page declares.
-//! 2. A streaming pre-pass (lol_html, linear whatever the page's shape) drops scripts, styles,
-//!    navigation, the page's header and footer and form controls, keeps only the attributes
-//!    the conversion reads, flattens nesting past [`Limits::max_depth`] and refuses pages with
-//!    more than [`Limits::max_elements`] elements.
-//! 3. html5ever builds the tree (no recursion); one iterative walk collects the title,
+//! 2. html5ever tokenizes the page once; a filter between its tokenizer and its tree builder
+//!    (linear whatever the page's shape) drops scripts, styles, navigation, the page's header
+//!    and footer, form controls and comments, keeps only the attributes the conversion reads,
+//!    flattens nesting past [`Limits::max_depth`] and refuses pages with more than
+//!    [`Limits::max_elements`] elements.
+//! 3. The tree builder builds the tree (no recursion); one iterative walk collects the title,
 //!    description, Open Graph image, `<base href>` and JSON-LD, and makes links and images
 //!    absolute against `<base href>` or the request URL. A tree deeper than
 //!    [`MAX_TREE_DEPTH`] is refused, so the converter's recursion has a bounded stack.
@@ -33,25 +34,22 @@
 
 mod decode;
 mod dom;
-mod prepass;
+mod filter;
 
 use std::fmt::Write as _;
 
 use htmd::HtmlToMarkdown;
 use htmd::options::{BulletListMarker, Options};
-use html5ever::tendril::TendrilSink;
-use html5ever::{ParseOpts, parse_document};
-use markup5ever_rcdom::RcDom;
 use url::Url;
 
 pub use decode::{MAX_CODINGS, decode_body, sniff_encoding, to_utf8};
-pub use prepass::MAX_ATTRIBUTE_BYTES;
+pub use filter::MAX_ATTRIBUTE_BYTES;
 
 /// The default cap on the decoded page, as Cloudflare's: 6 MiB.
 pub const DEFAULT_MAX_BYTES: usize = 6 * 1024 * 1024;
 
 /// The parsed tree may be at most this deep when handed to the converter, which recurses per
-/// element (a few frames each). The pre-pass keeps real pages far below it; the check is the
+/// element (a few frames each). The token filter keeps real pages far below it; the check is the
 /// guarantee. Tested on a 2 MiB thread stack in a debug build, the smallest the edge uses.
 pub const MAX_TREE_DEPTH: usize = 512;
 
@@ -63,12 +61,25 @@ pub const MAX_JSON_LD_BLOCKS: usize = 32;
 pub struct Limits {
     /// The largest decoded (decompressed) page converted; larger ones pass through.
     pub max_bytes: usize,
-    /// Nesting (of elements with a required end tag) kept by the pre-pass; deeper elements lose
+    /// Nesting (of elements with a required end tag) kept by the token filter; deeper elements lose
     /// their tags but keep their text.
     pub max_depth: usize,
     /// Pages with more elements than this are not converted.
     pub max_elements: usize,
+    /// The longest the tokenizer and tree builder may take (wall time, checked after each
+    /// [`PARSE_CHUNK_BYTES`] of the page), plus [`Limits::parse_time_per_mib`] for each MiB.
+    /// html5ever checks each attribute of a tag against the tag's earlier ones, so one tag with
+    /// 160,000 attributes (1.2 MB) took a minute; past the deadline the page passes through.
+    pub max_parse_time: std::time::Duration,
+    /// Added to [`Limits::max_parse_time`] per MiB of page.
+    pub parse_time_per_mib: std::time::Duration,
 }
+
+const DEBUG_FACTOR: u64 = if cfg!(debug_assertions) { 10 } else { 1 };
+
+/// The page is fed to the tokenizer in pieces of this size, and the parse deadline checked
+/// between them: the most one piece can add to a tag is this many bytes of attributes.
+pub const PARSE_CHUNK_BYTES: usize = 16 * 1024;
 
 impl Default for Limits {
     fn default() -> Self {
@@ -76,6 +87,11 @@ impl Default for Limits {
             max_bytes: DEFAULT_MAX_BYTES,
             max_depth: 128,
             max_elements: 250_000,
+            // Real pages parse at 20 MB/s or more (bench/README.md): a 6 MiB page in about
+            // 0.3 s, so this leaves room for a loaded machine. Debug builds (tests) are about
+            // ten times slower.
+            max_parse_time: std::time::Duration::from_millis(DEBUG_FACTOR * 1000),
+            parse_time_per_mib: std::time::Duration::from_millis(DEBUG_FACTOR * 500),
         }
     }
 }
@@ -89,7 +105,7 @@ pub enum Error {
     /// The content coding is unknown, stacked too deep, or the body does not decode.
     #[error("content coding: {0}")]
     Encoding(String),
-    /// The page has too many elements or too deep a tree.
+    /// The page has too many elements or too deep a tree, or took too long to parse.
     #[error("page too complex: {0}")]
     TooComplex(&'static str),
     /// The HTML rewriter failed.
@@ -129,11 +145,10 @@ pub fn convert_html(html: &str, url: Option<&Url>, limits: &Limits) -> Result<St
     if html.len() > limits.max_bytes {
         return Err(Error::TooLarge);
     }
-    let reduced = prepass::run(html, limits)?;
-    let dom = parse_document(RcDom::default(), ParseOpts::default()).one(reduced);
+    let dom = filter::parse(html, limits)?;
     let meta = dom::walk(&dom.document, url)?;
     let body = CONVERTER.with(|converter| converter.tree_to_markdown(&dom.document));
-    Ok(assemble(&meta, body.trim()))
+    Ok(assemble(&meta, &strip_trailing_spaces(body.trim())))
 }
 
 thread_local! {
@@ -175,6 +190,43 @@ fn assemble(meta: &dom::Meta, body: &str) -> String {
     if let Some(json) = json_ld(&meta.json_ld) {
         let fence = "`".repeat(longest_run(&json, '`').max(2) + 1);
         let _ = write!(out, "\n{fence}json\n{json}\n{fence}\n");
+    }
+    out
+}
+
+/// htmd leaves the space that ended a block's last line of text (`<dt>--edit </dt>`). One
+/// trailing space means nothing in CommonMark and costs a token per line; two or more are a
+/// hard line break and stay, and so does everything inside fenced code blocks.
+fn strip_trailing_spaces(md: &str) -> String {
+    let mut out = String::with_capacity(md.len());
+    // The open fence's character and length.
+    let mut fence: Option<(u8, usize)> = None;
+    for line in md.split_inclusive('\n') {
+        let (content, newline) = match line.strip_suffix('\n') {
+            Some(content) => (content, "\n"),
+            None => (line, ""),
+        };
+        let marker = content.trim_start_matches(' ');
+        if marker.starts_with(['`', '~']) {
+            let run = |c: u8| marker.bytes().take_while(|&m| m == c).count();
+            match fence {
+                None if run(b'`') >= 3 => fence = Some((b'`', run(b'`'))),
+                None if run(b'~') >= 3 => fence = Some((b'~', run(b'~'))),
+                Some((c, n))
+                    if run(c) >= n && marker.bytes().skip(n).all(|b| b == c || b == b' ') =>
+                {
+                    fence = None;
+                }
+                _ => {}
+            }
+        }
+        let single = content.ends_with(' ') && !content.ends_with("  ");
+        if fence.is_none() && single {
+            out.push_str(&content[..content.len() - 1]);
+        } else {
+            out.push_str(content);
+        }
+        out.push_str(newline);
     }
     out
 }
@@ -225,14 +277,22 @@ fn longest_run(s: &str, c: char) -> usize {
 #[cfg(test)]
 mod tests;
 
-/// The time each step of [`convert_html`] takes on `html` (pre-pass, tree, walk, htmd), for the
-/// throughput example.
+/// The time each step of [`convert_html`] takes on `html` (the tokenizer alone, the filtered
+/// tree, walk, htmd), for the throughput example. The first figure is part of the second: it
+/// is the tokenizer with a sink that drops every token.
 #[doc(hidden)]
 pub fn step_times(html: &str, url: Option<&Url>, limits: &Limits) -> [std::time::Duration; 4] {
     let t0 = std::time::Instant::now();
-    let reduced = prepass::run(html, limits).unwrap_or_default();
+    filter::tokenize_only(html);
     let t1 = std::time::Instant::now();
-    let dom = parse_document(RcDom::default(), ParseOpts::default()).one(reduced);
+    let Ok(dom) = filter::parse(html, limits) else {
+        return [
+            t1 - t0,
+            std::time::Duration::ZERO,
+            std::time::Duration::ZERO,
+            std::time::Duration::ZERO,
+        ];
+    };
     let t2 = std::time::Instant::now();
     let _ = dom::walk(&dom.document, url);
     let t3 = std::time::Instant::now();
