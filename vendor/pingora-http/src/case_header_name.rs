@@ -38,6 +38,20 @@ impl CaseHeaderName {
 /// A trait that converts into case-sensitive header names.
 pub trait IntoCaseHeaderName {
     fn into_case_header_name(self) -> CaseHeaderName;
+
+    /// signpost patch: the parsed name and the name to write, from a name already parsed when
+    /// the caller has one, so that inserting a `HeaderName` neither parses nor copies it again.
+    fn into_header_names(self) -> Result<(HeaderName, CaseHeaderName)>
+    where
+        Self: Sized,
+    {
+        let case_header_name = self.into_case_header_name();
+        let header_name = case_header_name
+            .as_slice()
+            .try_into()
+            .or_err(InvalidHTTPHeader, "invalid header name")?;
+        Ok((header_name, case_header_name))
+    }
 }
 
 impl IntoCaseHeaderName for CaseHeaderName {
@@ -62,17 +76,62 @@ impl IntoCaseHeaderName for HeaderName {
     fn into_case_header_name(self) -> CaseHeaderName {
         CaseHeaderName(titled_header_name(&self))
     }
+
+    // signpost patch: already parsed.
+    fn into_header_names(self) -> Result<(HeaderName, CaseHeaderName)> {
+        let case_header_name = CaseHeaderName(titled_header_name(&self));
+        Ok((self, case_header_name))
+    }
 }
 
 impl IntoCaseHeaderName for &HeaderName {
     fn into_case_header_name(self) -> CaseHeaderName {
         CaseHeaderName(titled_header_name(self))
     }
+
+    // signpost patch: already parsed.
+    fn into_header_names(self) -> Result<(HeaderName, CaseHeaderName)> {
+        Ok((self.clone(), CaseHeaderName(titled_header_name(self))))
+    }
 }
 
 impl IntoCaseHeaderName for Bytes {
     fn into_case_header_name(self) -> CaseHeaderName {
         CaseHeaderName(self)
+    }
+}
+
+/// signpost patch: a header name known when the program is built, parsed once: inserting it
+/// neither parses nor copies it. It is written as given, in lower case (what
+/// `HeaderName::from_static` requires), as the same `&'static str` would be.
+#[derive(Debug, Clone)]
+pub struct StaticHeaderName {
+    name: HeaderName,
+    text: &'static str,
+}
+
+impl StaticHeaderName {
+    /// Panics, at compile time when used for a `const` or `static`, on a name that
+    /// `HeaderName::from_static` refuses.
+    pub const fn new(text: &'static str) -> Self {
+        StaticHeaderName {
+            name: HeaderName::from_static(text),
+            text,
+        }
+    }
+
+    pub fn name(&self) -> &HeaderName {
+        &self.name
+    }
+}
+
+impl IntoCaseHeaderName for &StaticHeaderName {
+    fn into_case_header_name(self) -> CaseHeaderName {
+        CaseHeaderName(Bytes::from_static(self.text.as_bytes()))
+    }
+
+    fn into_header_names(self) -> Result<(HeaderName, CaseHeaderName)> {
+        Ok((self.name.clone(), self.into_case_header_name()))
     }
 }
 
@@ -114,5 +173,13 @@ mod tests {
         assert_eq!("FoO".into_case_header_name().as_slice(), b"FoO");
         assert_eq!("FoO".to_string().into_case_header_name().as_slice(), b"FoO");
         assert_eq!(header::SERVER.into_case_header_name().as_slice(), b"Server");
+        // signpost patch
+        static XFF: StaticHeaderName = StaticHeaderName::new("x-forwarded-for");
+        let (name, case) = (&XFF).into_header_names().unwrap();
+        assert_eq!(name, "x-forwarded-for");
+        assert_eq!(case.as_slice(), b"x-forwarded-for");
+        let (name, case) = (&header::VARY).into_header_names().unwrap();
+        assert_eq!(name, header::VARY);
+        assert_eq!(case.as_slice(), b"vary");
     }
 }

@@ -43,7 +43,7 @@ use authority::{raw_target_authority, RawTargetAuthority};
 
 mod case_header_name;
 use case_header_name::CaseHeaderName;
-pub use case_header_name::IntoCaseHeaderName;
+pub use case_header_name::{IntoCaseHeaderName, StaticHeaderName};
 
 pub mod prelude {
     pub use crate::RequestHeader;
@@ -229,6 +229,13 @@ impl RequestHeader {
             name,
             header_value,
         )
+    }
+
+    /// signpost patch: makes room for `additional` more headers in one step, so that inserting
+    /// several headers into a header cloned at its exact size grows its maps once, not once per
+    /// doubling.
+    pub fn reserve_headers(&mut self, additional: usize) -> Result<()> {
+        reserve_headers(self.header_name_map.as_mut(), &mut self.base.headers, additional)
     }
 
     /// Remove all headers under the name
@@ -585,6 +592,13 @@ impl ResponseHeader {
         )
     }
 
+    /// signpost patch: makes room for `additional` more headers in one step, so that inserting
+    /// several headers into a header cloned at its exact size grows its maps once, not once per
+    /// doubling.
+    pub fn reserve_headers(&mut self, additional: usize) -> Result<()> {
+        reserve_headers(self.header_name_map.as_mut(), &mut self.base.headers, additional)
+    }
+
     /// Remove all headers under the name
     pub fn remove_header<'a, N: ?Sized>(&mut self, name: &'a N) -> Option<HeaderValue>
     where
@@ -852,11 +866,8 @@ fn append_header_value<T>(
     name: impl IntoCaseHeaderName,
     value: T,
 ) -> Result<bool> {
-    let case_header_name = name.into_case_header_name();
-    let header_name: HeaderName = case_header_name
-        .as_slice()
-        .try_into()
-        .or_err(InvalidHTTPHeader, "invalid header name")?;
+    // signpost patch: a `HeaderName` is not parsed again.
+    let (header_name, case_header_name) = name.into_header_names()?;
     // store the original case in the map
     if let Some(name_map) = name_map {
         // Use the non-panicking `try_append`: the infallible `append` calls
@@ -881,17 +892,31 @@ fn insert_header_value<T>(
     name: impl IntoCaseHeaderName,
     value: T,
 ) -> Result<()> {
-    let case_header_name = name.into_case_header_name();
-    let header_name: HeaderName = case_header_name
-        .as_slice()
-        .try_into()
-        .or_err(InvalidHTTPHeader, "invalid header name")?;
+    // signpost patch: a `HeaderName` is not parsed again.
+    let (header_name, case_header_name) = name.into_header_names()?;
     if let Some(name_map) = name_map {
         // store the original case in the map
         name_map.insert(header_name.clone(), case_header_name);
     }
     value_map.insert(header_name, value);
     Ok(())
+}
+
+// signpost patch: see `RequestHeader::reserve_headers`. Non-panicking `try_reserve`, as for
+// `try_append` above.
+fn reserve_headers<T>(
+    name_map: Option<&mut CaseMap>,
+    value_map: &mut HMap<T>,
+    additional: usize,
+) -> Result<()> {
+    if let Some(name_map) = name_map {
+        name_map
+            .try_reserve(additional)
+            .or_err(InvalidHTTPHeader, "header name map size overflows MAX_SIZE")?;
+    }
+    value_map
+        .try_reserve(additional)
+        .or_err(InvalidHTTPHeader, "header value map size overflows MAX_SIZE")
 }
 
 // the &N here is to avoid clone(). None Copy type like String can impl AsHeaderName
@@ -1060,6 +1085,35 @@ mod tests {
         assert_eq!(8, http_header_map_upper_bound(None));
         assert_eq!(16, http_header_map_upper_bound(Some(16)));
         assert_eq!(4096, http_header_map_upper_bound(Some(7777)));
+    }
+
+    // signpost patch: a parsed name is written as it is, a standard one titled as before, and
+    // reserving room changes nothing that is sent.
+    #[test]
+    fn test_insert_parsed_header_name() {
+        static CUSTOM: StaticHeaderName = StaticHeaderName::new("x-forwarded-for");
+        let mut req = RequestHeader::build("GET", b"/", Some(1)).unwrap();
+        req.insert_header("Host", "example.com").unwrap();
+        req.reserve_headers(3).unwrap();
+        req.insert_header(&CUSTOM, "192.0.2.1").unwrap();
+        req.insert_header(&http::header::VARY, "Accept").unwrap();
+        req.append_header(http::header::CONTENT_TYPE, "text/plain")
+            .unwrap();
+        req.insert_header("x-forwarded-for", "192.0.2.2").unwrap();
+        let mut buf: Vec<u8> = vec![];
+        req.header_to_h1_wire(&mut buf);
+        assert_eq!(
+            buf,
+            b"Host: example.com\r\nx-forwarded-for: 192.0.2.2\r\nvary: Accept\r\n\
+              Content-Type: text/plain\r\n"
+        );
+
+        let mut resp = ResponseHeader::build(200, Some(1)).unwrap();
+        resp.reserve_headers(1).unwrap();
+        resp.insert_header(&CUSTOM, "a").unwrap();
+        let mut buf: Vec<u8> = vec![];
+        resp.header_to_h1_wire(&mut buf);
+        assert_eq!(buf, b"x-forwarded-for: a\r\n");
     }
 
     #[test]
