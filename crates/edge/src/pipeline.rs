@@ -418,8 +418,13 @@ impl ProxyHttp for Edge {
         _end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        let started = *ctx.body_started.get_or_insert_with(Instant::now);
         let len = body.as_ref().map_or(0, |b| b.len() as u64);
+        if len == 0 && ctx.body_started.is_none() {
+            // No body bytes yet (a request without a body gets exactly this call): nothing to
+            // count or time, so no clock is read.
+            return Ok(());
+        }
+        let started = *ctx.body_started.get_or_insert_with(Instant::now);
         ctx.body_bytes = ctx.body_bytes.saturating_add(len);
         let (max_body, limits) = match (self.zone(ctx), ctx.policy.as_ref()) {
             (Some(zone), Some(loaded)) => (zone.max_body_size, *loaded.policy.connections()),
