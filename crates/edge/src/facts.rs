@@ -16,10 +16,6 @@ pub struct Facts {
     pub peer: IpAddr,
     /// Whether the client's connection is TLS.
     pub tls: bool,
-    /// The host asked for, as the policy compares it: lower case, without a port or a trailing
-    /// dot (the policy's own normaliser). Problems show it as their `zone`, the access log as
-    /// `host`.
-    pub host: Box<str>,
 }
 
 impl Facts {
@@ -28,17 +24,15 @@ impl Facts {
         Facts {
             peer: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
             tls: false,
-            host: Box::default(),
         }
     }
 
-    /// The facts of `session`'s request; `host` is its [`request_host`], passed in because the
-    /// caller needs it too.
-    pub fn new(session: &Session, host: &str) -> Facts {
+    /// The facts of `session`'s request. The host is not kept: the policy and the problem
+    /// renderer each read it from the request as [`request_host`], without allocating.
+    pub fn new(session: &Session) -> Facts {
         Facts {
             peer: peer_ip(session),
             tls: session.digest().is_some_and(|d| d.ssl_digest.is_some()),
-            host: signpost_policy::normalize_host(host).into(),
         }
     }
 }
@@ -84,7 +78,8 @@ pub fn accept(session: &Session) -> Option<Cow<'_, [u8]>> {
 /// chain, and the client it names is already there. Without a chain, `peer` itself.
 pub fn forwarded_for(session: &Session, peer: HeaderValue) -> HeaderValue {
     let mut chain = Vec::new();
-    for line in session.req_header().headers.get_all("x-forwarded-for") {
+    let name = crate::pipeline::X_FORWARDED_FOR.name();
+    for line in session.req_header().headers.get_all(name) {
         let line = line.as_bytes().trim_ascii();
         if !line.is_empty() {
             chain.extend_from_slice(line);

@@ -20,7 +20,7 @@ use std::time::{Instant, SystemTime};
 
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
-use pingora::http::ResponseHeader;
+use pingora::http::{ResponseHeader, StaticHeaderName};
 use pingora::prelude::*;
 use pingora::proxy::FailToProxy;
 use signpost_policy::{Decision, Origin, RequestFacts, Verdict, Zone};
@@ -42,6 +42,22 @@ pub const MAX_URI_LEN: usize = 16 * 1024;
 /// The largest header section the edge accepts, names and values summed: 32 KiB, Cloudflare's
 /// limit. Larger is 431 (Pingora itself stops reading at 1 MiB or 256 header lines).
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+
+/// The headers the edge adds to every proxied request (and `cf-ray` to every response), parsed
+/// once: inserted through these, a header's name is neither parsed nor copied per request (the
+/// `&'static str` names Pingora also takes are parsed, and so allocated, on each insert). They
+/// are written to the wire exactly as the same text would be.
+pub(crate) static X_FORWARDED_FOR: StaticHeaderName = StaticHeaderName::new("x-forwarded-for");
+static X_FORWARDED_PROTO: StaticHeaderName = StaticHeaderName::new("x-forwarded-proto");
+static CF_CONNECTING_IP: StaticHeaderName = StaticHeaderName::new("cf-connecting-ip");
+static CF_RAY: StaticHeaderName = StaticHeaderName::new(signpost_problem::RAY_ID_HEADER);
+
+/// The ray id as a header value.
+fn ray_value(ray: RayId) -> http::HeaderValue {
+    // Sixteen hex digits are a valid header value.
+    http::HeaderValue::from_bytes(ray.to_hex().as_str().as_bytes())
+        .unwrap_or(http::HeaderValue::from_static("0000000000000000"))
+}
 
 /// The edge service: shared, read-mostly state behind every request.
 pub struct Edge {
@@ -198,18 +214,23 @@ impl Edge {
     ) -> Result<()> {
         let format = signpost_problem::negotiate(crate::facts::accept(session).as_deref());
         let ray = ctx.ray_id.to_hex();
-        let problem = Problem {
-            entry,
-            ray_id: ray.as_str(),
-            timestamp: SystemTime::now(),
-            zone: &ctx.facts.host,
-            retry_after,
-        };
         let loaded = ctx
             .policy
             .clone()
             .unwrap_or_else(|| self.policy.load_full());
-        let rendered = signpost_problem::render(&problem, format, &loaded.branding);
+        let rendered = {
+            // The normalised host is only shown here, so it is worked out here rather than kept
+            // (as an allocated copy) by every proxied request.
+            let host = request_host(session);
+            let problem = Problem {
+                entry,
+                ray_id: ray.as_str(),
+                timestamp: SystemTime::now(),
+                zone: &signpost_policy::normalize_host(&host),
+                retry_after,
+            };
+            signpost_problem::render(&problem, format, &loaded.branding)
+        };
         ctx.error_code = Some(entry.code);
         ctx.format = Some(format);
 
@@ -312,8 +333,8 @@ impl ProxyHttp for Edge {
         let loaded = self.policy.load_full();
         ctx.policy = Some(loaded.clone());
         apply_connection_limits(session, loaded.policy.connections());
+        ctx.facts = Facts::new(session);
         let host = request_host(session);
-        ctx.facts = Facts::new(session, &host);
 
         // 0. What no zone may accept: CONNECT (never tunnelled; Pingora is told to let it through
         //    to here so that it gets a problem, not a bare 405), and request heads over the edge's
@@ -418,8 +439,13 @@ impl ProxyHttp for Edge {
         _end_of_stream: bool,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        let started = *ctx.body_started.get_or_insert_with(Instant::now);
         let len = body.as_ref().map_or(0, |b| b.len() as u64);
+        if len == 0 && ctx.body_started.is_none() {
+            // No body bytes yet (a request without a body gets exactly this call): nothing to
+            // count or time, so no clock is read.
+            return Ok(());
+        }
+        let started = *ctx.body_started.get_or_insert_with(Instant::now);
         ctx.body_bytes = ctx.body_bytes.saturating_add(len);
         let (max_body, limits) = match (self.zone(ctx), ctx.policy.as_ref()) {
             (Some(zone), Some(loaded)) => (zone.max_body_size, *loaded.policy.connections()),
@@ -505,16 +531,16 @@ impl ProxyHttp for Edge {
             Some(client) if client != peer => http::HeaderValue::from(IpText::new(client)),
             _ => peer_text.clone(),
         };
-        upstream.insert_header("x-forwarded-for", forwarded_for(session, peer_text))?;
+        // Pingora clones the client's header at its exact size: make room for the four headers
+        // at once rather than doubling both of its maps up to twice on the way.
+        upstream.reserve_headers(4)?;
+        upstream.insert_header(&X_FORWARDED_FOR, forwarded_for(session, peer_text))?;
         upstream.insert_header(
-            "x-forwarded-proto",
+            &X_FORWARDED_PROTO,
             http::HeaderValue::from_static(if tls { "https" } else { "http" }),
         )?;
-        upstream.insert_header("cf-connecting-ip", client)?;
-        upstream.insert_header(
-            signpost_problem::RAY_ID_HEADER,
-            ctx.ray_id.to_hex().as_str(),
-        )?;
+        upstream.insert_header(&CF_CONNECTING_IP, client)?;
+        upstream.insert_header(&CF_RAY, ray_value(ctx.ray_id))?;
         Ok(())
     }
 
@@ -526,10 +552,7 @@ impl ProxyHttp for Edge {
         response: &mut ResponseHeader,
         ctx: &mut RequestCtx,
     ) -> Result<()> {
-        response.insert_header(
-            signpost_problem::RAY_ID_HEADER,
-            ctx.ray_id.to_hex().as_str(),
-        )?;
+        response.insert_header(&CF_RAY, ray_value(ctx.ray_id))?;
         if self.zone(ctx).is_some_and(|z| z.markdown.enabled) {
             crate::markdown::add_vary_accept(response)?;
         }
