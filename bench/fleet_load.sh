@@ -21,40 +21,18 @@ for tool in wrk nginx redis-server redis-cli python3 curl; do
   command -v "$tool" >/dev/null || { echo "bench/fleet_load.sh needs $tool (apt-get install wrk nginx-light redis-server curl)" >&2; exit 1; }
 done
 
-work=$(mktemp -d)
-chmod 755 "$work"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 . bench/lib.sh
+bench_scratch
 
 cargo build --release --locked -p signpost --bin signpost >/dev/null
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+target=$(target_dir)
 
 origin_port=$(free_port); redis_port=$(free_port)
-mkdir -p "$work/www" "$work/tmp"
 head -c 612 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
-cat > "$work/nginx.conf" <<NGINX
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
-  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
-  server { listen 127.0.0.1:$origin_port; root $work/www; keepalive_requests 1000000; }
-}
-NGINX
-nginx -c "$work/nginx.conf"
+start_nginx "$origin_port"
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" >/dev/null &
 pids+=($!)
-wait_port "$origin_port"; wait_port "$redis_port"
+wait_port "$redis_port"
 
 # start <listen port> <admin port> <policy text before the zone>
 start() {

@@ -12,3 +12,47 @@ wait_port() {
   done
   echo "nothing listens on $1" >&2; exit 1
 }
+
+# A scratch directory, $work, with www/ (nginx's document root) and tmp/, readable by nginx's
+# unprivileged workers. On exit every process in $pids and the nginx of start_nginx are stopped,
+# `bench_keep` (if the script defines it) runs, and the directory is removed.
+bench_scratch() {
+  work=$(mktemp -d)
+  chmod 755 "$work"
+  mkdir -p "$work/www" "$work/tmp"
+  pids=()
+  trap bench_cleanup EXIT
+}
+
+bench_cleanup() {
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
+  if declare -F bench_keep >/dev/null; then bench_keep; fi
+  rm -rf "$work"
+}
+
+# Starts nginx, one worker, serving $work/www on loopback port $1 with keep-alive, and waits for
+# it; the other arguments are added to its http block (more servers, types).
+start_nginx() {
+  local port=$1; shift
+  cat > "$work/nginx.conf" <<NGINX
+worker_processes 1;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
+  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
+  server { listen 127.0.0.1:$port; root $work/www; keepalive_requests 1000000; }
+  $*
+}
+NGINX
+  nginx -c "$work/nginx.conf"
+  wait_port "$port"
+}
+
+# The cargo target directory, where the release binaries are.
+target_dir() {
+  cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])'
+}

@@ -24,52 +24,28 @@ for tool in wrk nginx python3; do
   command -v "$tool" >/dev/null || { echo "bench/load.sh needs $tool (apt-get install wrk nginx-light)" >&2; exit 1; }
 done
 
-work=$(mktemp -d)
-# nginx's workers run as an unprivileged user: let them read the page.
-chmod 755 "$work"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 . bench/lib.sh
+bench_scratch
 
 origin_port=$(free_port); signpost_port=$(free_port); admin_port=$(free_port); bare_port=$(free_port); nginx_proxy_port=$(free_port)
 real_port=$(free_port); real_admin_port=$(free_port)
 
 cargo build --release --locked -p signpost --bin signpost --example bare_proxy >/dev/null
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+target=$(target_dir)
 
 # nginx's static 429 carries a body as long as signpost's 1015 JSON body.
 body_len=$("$target/release/signpost" render 1015 --accept application/json | python3 -c 'import sys; print(len(sys.stdin.buffer.read().replace(b"\r\n", b"\n").split(b"\n\n", 1)[1]))')
 static_429=$(head -c "$body_len" /dev/zero | tr '\0' 'x')
 
 # The origin: nginx serving a 612-byte page, with keepalive.
-mkdir -p "$work/www" "$work/tmp"
 head -c 612 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
-cat > "$work/nginx.conf" <<EOF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
-  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
-  upstream origin { server 127.0.0.1:$origin_port; keepalive 64; }
-  server { listen 127.0.0.1:$origin_port; root $work/www; keepalive_requests 1000000; }
+start_nginx "$origin_port" \
+  "upstream origin { server 127.0.0.1:$origin_port; keepalive 64; }
   server {
     listen 127.0.0.1:$nginx_proxy_port; keepalive_requests 1000000;
-    location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection ""; }
-    location = /429 { default_type application/json; return 429 "$static_429"; }
-  }
-}
-EOF
-nginx -c "$work/nginx.conf"
-wait_port "$origin_port"
+    location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection \"\"; }
+    location = /429 { default_type application/json; return 429 \"$static_429\"; }
+  }"
 
 cat > "$work/policy.toml" <<EOF
 listen = ["127.0.0.1:$signpost_port"]

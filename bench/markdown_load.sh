@@ -16,21 +16,11 @@ for tool in wrk nginx; do
   command -v "$tool" >/dev/null || { echo "bench/markdown_load.sh needs $tool (apt-get install wrk nginx-light)" >&2; exit 1; }
 done
 
-work=$(mktemp -d)
-chmod 755 "$work"
-pids=()
-cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
 . bench/lib.sh
+bench_scratch
 
 origin_port=$(free_port); signpost_port=$(free_port); admin_port=$(free_port)
 
-mkdir -p "$work/www" "$work/tmp"
 python3 - "$work/www/page.html" <<'PY'
 import sys
 page = open("tests/e2e/pages/blog.html", encoding="utf-8").read()
@@ -39,24 +29,11 @@ para = ("<p>Agents now read more of our site than people do. Every page they fet
 extra = para * ((100_000 - len(page)) // len(para))
 open(sys.argv[1], "w", encoding="utf-8").write(page.replace("<h2>What we measured</h2>", extra + "<h2>What we measured</h2>"))
 PY
-cat > "$work/nginx.conf" <<EOF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  types { text/html html; }
-  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
-  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
-  server { listen 127.0.0.1:$origin_port; root $work/www; keepalive_requests 1000000; }
-}
-EOF
-nginx -c "$work/nginx.conf"
-wait_port "$origin_port"
+start_nginx "$origin_port" \
+  'types { text/html html; }'
 
 cargo build --release --locked -p signpost --bin signpost >/dev/null
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+target=$(target_dir)
 cat > "$work/policy.toml" <<EOF
 listen = ["127.0.0.1:$signpost_port"]
 admin = "127.0.0.1:$admin_port"

@@ -17,39 +17,20 @@ for tool in valgrind callgrind_annotate nginx python3; do
   command -v "$tool" >/dev/null || { echo "bench/profile.sh needs $tool (apt-get install valgrind nginx-light)" >&2; exit 1; }
 done
 
-work=$(mktemp -d)
-chmod 755 "$work"
-cleanup() {
-  # PROFILE_KEEP=<dir> keeps the callgrind files for callgrind_annotate or kcachegrind.
+# PROFILE_KEEP=<dir> keeps the callgrind files for callgrind_annotate or kcachegrind.
+bench_keep() {
   if [ -n "${PROFILE_KEEP:-}" ]; then mkdir -p "$PROFILE_KEEP" && cp "$work"/*.out "$PROFILE_KEEP"/ 2>/dev/null || true; fi
-  [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
-  rm -rf "$work"
 }
-trap cleanup EXIT
-
 . bench/lib.sh
+bench_scratch
 
 origin_port=$(free_port)
-mkdir -p "$work/www" "$work/tmp"
 head -c 612 /dev/zero | tr '\0' 'x' > "$work/www/index.html"
-cat > "$work/nginx.conf" <<EOF
-worker_processes 1;
-pid $work/nginx.pid;
-error_log $work/nginx-error.log;
-events { worker_connections 1024; }
-http {
-  access_log off;
-  client_body_temp_path $work/tmp; proxy_temp_path $work/tmp; fastcgi_temp_path $work/tmp;
-  uwsgi_temp_path $work/tmp; scgi_temp_path $work/tmp;
-  server { listen 127.0.0.1:$origin_port; root $work/www; keepalive_requests 1000000; }
-}
-EOF
-nginx -c "$work/nginx.conf"
-wait_port "$origin_port"
+start_nginx "$origin_port"
 
 cargo build --release --locked -p signpost --bin signpost --example bare_proxy >/dev/null
 cargo run --release --locked -q -p signpost-bench --example realistic_policy > "$work/realistic-zones.toml"
-target=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+target=$(target_dir)
 
 # Sends `count` GET requests on one keep-alive connection and checks every answer is a 200.
 client() { # port host count
