@@ -257,7 +257,9 @@ impl Edge {
 
 #[async_trait]
 impl ProxyHttp for Edge {
-    type CTX = RequestCtx;
+    /// Boxed: Pingora keeps the context in the request's future and moves that future while it
+    /// runs; a pointer moves cheaper than the whole context.
+    type CTX = Box<RequestCtx>;
 
     /// The policy's whole-header deadline (`[connections] header_timeout`), read per request so
     /// that a reload changes it.
@@ -303,8 +305,8 @@ impl ProxyHttp for Edge {
         }
     }
 
-    fn new_ctx(&self) -> RequestCtx {
-        RequestCtx {
+    fn new_ctx(&self) -> Box<RequestCtx> {
+        Box::new(RequestCtx {
             ray_id: RayId::next(),
             started: Instant::now(),
             facts: Facts::unknown(),
@@ -320,7 +322,7 @@ impl ProxyHttp for Edge {
             body_started: None,
             proxying: false,
             markdown: None,
-        }
+        })
     }
 
     /// The edge's whole decision. Returns `Ok(true)` when the edge answered the request itself
@@ -329,7 +331,7 @@ impl ProxyHttp for Edge {
     /// Order: the error test endpoint first (it is served on every host and must work even where
     /// the policy would refuse, so that people can see what a refusal looks like), then the
     /// policy, which owns host routing (1001, 1003) and every access rule.
-    async fn request_filter(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+    async fn request_filter(&self, session: &mut Session, ctx: &mut Self::CTX) -> Result<bool> {
         let loaded = self.policy.load_full();
         ctx.policy = Some(loaded.clone());
         apply_connection_limits(session, loaded.policy.connections());
@@ -437,7 +439,7 @@ impl ProxyHttp for Edge {
         _session: &mut Session,
         body: &mut Option<bytes::Bytes>,
         _end_of_stream: bool,
-        ctx: &mut RequestCtx,
+        ctx: &mut Self::CTX,
     ) -> Result<()> {
         let len = body.as_ref().map_or(0, |b| b.len() as u64);
         if len == 0 && ctx.body_started.is_none() {
@@ -470,7 +472,7 @@ impl ProxyHttp for Edge {
     async fn upstream_peer(
         &self,
         _session: &mut Session,
-        ctx: &mut RequestCtx,
+        ctx: &mut Self::CTX,
     ) -> Result<Box<HttpPeer>> {
         ctx.proxying = true;
         let zone = self
@@ -509,7 +511,7 @@ impl ProxyHttp for Edge {
         &self,
         _session: &mut Session,
         _peer: &HttpPeer,
-        _ctx: &mut RequestCtx,
+        _ctx: &mut Self::CTX,
         mut e: Box<Error>,
     ) -> Box<Error> {
         e.set_retry(false);
@@ -522,7 +524,7 @@ impl ProxyHttp for Edge {
         &self,
         session: &mut Session,
         upstream: &mut RequestHeader,
-        ctx: &mut RequestCtx,
+        ctx: &mut Self::CTX,
     ) -> Result<()> {
         let Facts { peer, tls, .. } = ctx.facts;
         // The peer's address is written once and shared by both headers that usually carry it.
@@ -550,7 +552,7 @@ impl ProxyHttp for Edge {
         &self,
         _session: &mut Session,
         response: &mut ResponseHeader,
-        ctx: &mut RequestCtx,
+        ctx: &mut Self::CTX,
     ) -> Result<()> {
         response.insert_header(&CF_RAY, ray_value(ctx.ray_id))?;
         if self.zone(ctx).is_some_and(|z| z.markdown.enabled) {
@@ -567,7 +569,7 @@ impl ProxyHttp for Edge {
         &self,
         session: &mut Session,
         e: &Error,
-        ctx: &mut RequestCtx,
+        ctx: &mut Self::CTX,
     ) -> FailToProxy {
         let code = match rescue(e) {
             Rescue::Answer(code) => code,
@@ -607,12 +609,12 @@ impl ProxyHttp for Edge {
     }
 
     /// Errors are reported once, by the access line in `logging`.
-    fn suppress_error_log(&self, _session: &Session, _ctx: &RequestCtx, _error: &Error) -> bool {
+    fn suppress_error_log(&self, _session: &Session, _ctx: &Self::CTX, _error: &Error) -> bool {
         true
     }
 
     /// One access line per request, and the request metrics.
-    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut RequestCtx) {
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Self::CTX) {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let now = Instant::now();
         let duration = now.saturating_duration_since(ctx.started);
@@ -660,7 +662,11 @@ impl Edge {
     /// by `markdown::fetch_and_convert` (the why is in markdown.rs); `Ok(false)` sends every
     /// other request down Pingora's proxy path. Failures are answered as `fail_to_proxy`
     /// answers them.
-    async fn serve_markdown(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
+    async fn serve_markdown(
+        &self,
+        session: &mut Session,
+        ctx: &mut Box<RequestCtx>,
+    ) -> Result<bool> {
         use crate::markdown::{self, Outcome};
         let Some(config) = self
             .zone(ctx)
