@@ -68,17 +68,6 @@ answered() { # admin port -> fleet calls Redis answered, from the edge's metrics
   curl -s "http://127.0.0.1:$1/metrics" | awk '/^signpost_fleet_calls_total\{outcome="(allowed|refused)"\}/ {s+=$2} END {print s+0}'
 }
 
-# measure <url> [header...] -> "req/s p50 p99 non2xx requests"
-measure() {
-  local url=$1
-  shift
-  local headers=() out
-  for h in "$@"; do headers+=(-H "$h"); done
-  out=$(wrk -t1 -c"$connections" -d"${seconds}s" --latency "${headers[@]}" "$url")
-  awk '/Requests\/sec/ {rps=$2} $1=="50%" {p50=$2} $1=="99%" {p99=$2} /Non-2xx/ {n=$NF}
-       / requests in / {req=$1}
-       END {printf "%s %s %s %s %s\n", rps, p50, p99, (n == "" ? 0 : n), req}' <<<"$out"
-}
 
 # Prime the refused row: its one allowed request, then the refusal Redis answers.
 curl -s -o /dev/null "http://localhost:$refused_rule/index.html"
@@ -87,13 +76,13 @@ curl -s -o /dev/null "http://localhost:$refused_rule/index.html"
 raw="$work/raw.txt"
 : > "$raw"
 for round in $(seq 1 "$rounds"); do
-  echo "$round|no rate limit|$(measure "http://localhost:$no_rule/index.html")|-" >> "$raw"
-  echo "$round|instance rule|$(measure "http://localhost:$local_rule/index.html")|-" >> "$raw"
+  echo "$round|no rate limit|$(wrk_measure "http://localhost:$no_rule/index.html")|-" >> "$raw"
+  echo "$round|instance rule|$(wrk_measure "http://localhost:$local_rule/index.html")|-" >> "$raw"
   before=$(evalsha)
-  figures=$(measure "http://localhost:$fleet_rule/index.html" "x-key: round-$round")
+  figures=$(wrk_measure "http://localhost:$fleet_rule/index.html" "x-key: round-$round")
   echo "$round|fleet rule (Redis on loopback)|$figures|$(( $(evalsha) - before ))" >> "$raw"
   before=$(evalsha)
-  figures=$(measure "http://localhost:$refused_rule/index.html")
+  figures=$(wrk_measure "http://localhost:$refused_rule/index.html")
   echo "$round|fleet rule, key already refused|$figures|$(( $(evalsha) - before ))" >> "$raw"
 done
 

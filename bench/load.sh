@@ -74,16 +74,6 @@ pids+=($!)
 pids+=($!)
 wait_port "$signpost_port"; wait_port "$bare_port"; wait_port "$nginx_proxy_port"; wait_port "$real_port"
 
-# One wrk run; prints "req/s p50 p99 non-2xx".
-measure() { # url [header...]
-  local url=$1
-  shift
-  local headers=() out
-  for h in "$@"; do headers+=(-H "$h"); done
-  out=$(wrk -t1 -c"$connections" -d"${seconds}s" --latency "${headers[@]}" "$url")
-  awk '/Requests\/sec/ {rps=$2} $1=="50%" {p50=$2} $1=="99%" {p99=$2} /Non-2xx/ {n=$NF}
-       END {printf "%s %s %s %s\n", rps, p50, p99, (n == "" ? 0 : n)}' <<<"$out"
-}
 
 # The rows, in the order each round runs them: name|url|header|header.
 rows=(
@@ -102,7 +92,7 @@ raw="$work/raw.txt"
 for round in $(seq 1 "$rounds"); do
   for row in "${rows[@]}"; do
     IFS='|' read -r -a fields <<<"$row"
-    echo "$round|${fields[0]}|$(measure "${fields[@]:1}")" >> "$raw"
+    echo "$round|${fields[0]}|$(wrk_measure "${fields[@]:1}")" >> "$raw"
   done
 done
 
@@ -118,7 +108,7 @@ rounds = {}
 order = []
 for line in open(sys.argv[1]):
     r, name, figures = line.rstrip("\n").split("|")
-    rps, p50, p99, non2xx = figures.split()
+    rps, p50, p99, non2xx, _ = figures.split()
     rounds.setdefault(name, []).append((int(r), float(rps), p50, p99, non2xx))
     if name not in order:
         order.append(name)

@@ -52,17 +52,10 @@ html_bytes=$(curl -s "$url" | wc -c)
 md_bytes=$(curl -s -H 'Accept: text/markdown' "$url" | wc -c)
 
 run() { # name [header...]
-  local name=$1
+  local name=$1 rps p50 p99 non2xx
   shift
-  local headers=() out
-  for h in "$@"; do headers+=(-H "$h"); done
-  out=$(wrk -t1 -c"$connections" -d"${seconds}s" --latency "${headers[@]}" "$url")
-  local rps p50 p99 non2xx
-  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-  p50=$(awk '$1=="50%" {print $2}' <<<"$out")
-  p99=$(awk '$1=="99%" {print $2}' <<<"$out")
-  non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
-  printf '| %-44s | %10s | %8s | %8s | %8s |\n' "$name" "$rps" "$p50" "$p99" "${non2xx:-0}"
+  read -r rps p50 p99 non2xx _ <<<"$(wrk_measure "$url" "$@")"
+  printf '| %-44s | %10s | %8s | %8s | %8s |\n' "$name" "$rps" "$p50" "$p99" "$non2xx"
 }
 
 {
