@@ -117,25 +117,8 @@ fn hostile_hosts_read_back_through_pyyaml_safe_load() {
             .unwrap();
         let script = "import sys, json, yaml; d = yaml.safe_load(sys.stdin.read()); \
                       print(json.dumps({k: [type(v).__name__, v if isinstance(v, (str, int, bool)) else repr(v)] for k, v in d.items()}))";
-        let mut child = std::process::Command::new("python3")
-            .args(["-c", script])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        use std::io::Write;
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(yaml.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "{host}: PyYAML could not load:\n{yaml}"
-        );
-        let parsed: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let parsed = python_json(script, yaml)
+            .unwrap_or_else(|e| panic!("{host}: PyYAML could not load:\n{yaml}\n{e}"));
         // The zone is the host as routing compares it: in lower case.
         assert_eq!(
             parsed["zone"],

@@ -9,7 +9,9 @@ use std::time::{Duration, Instant};
 
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
-use crate::support::{Edge, client, frontmatter, policy, pyyaml_required, repo_root, required};
+use crate::support::{
+    Edge, client, frontmatter, policy, python_json, pyyaml_required, repo_root, required,
+};
 
 /// One page the origin serves: status, headers, body bytes.
 #[derive(Clone)]
@@ -613,24 +615,11 @@ fn frontmatter_reads_back_through_pyyaml() {
             .and_then(|rest| rest.split_once("\n---\n"))
             .map(|(yaml, _)| yaml.to_string())
             .unwrap();
-        let mut child = std::process::Command::new("python3")
-            .args([
-                "-c",
-                "import sys, json, yaml; print(json.dumps(yaml.safe_load(sys.stdin.read())))",
-            ])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(yaml.as_bytes())
-            .unwrap();
-        let out = child.wait_with_output().unwrap();
-        assert!(out.status.success(), "{path}: {yaml}");
-        let py: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let py = python_json(
+            "import sys, json, yaml; print(json.dumps(yaml.safe_load(sys.stdin.read())))",
+            &yaml,
+        )
+        .unwrap_or_else(|e| panic!("{path}: {yaml}\n{e}"));
         let (ours, _) = frontmatter(&md);
         for key in ["title", "description", "image"] {
             assert_eq!(py[key].as_str(), ours[key].as_str(), "{path} {key}: {yaml}");

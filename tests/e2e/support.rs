@@ -467,6 +467,29 @@ pub fn pyyaml_required() -> bool {
     required(probe.is_ok_and(|s| s.success()), "python3 with PyYAML")
 }
 
+/// Runs `python3 -c script` with `input` on its standard input and reads its standard output as
+/// JSON; `Err` with what it wrote to standard error when it fails.
+pub fn python_json(script: &str, input: &str) -> Result<serde_json::Value, String> {
+    let mut child = std::process::Command::new("python3")
+        .args(["-c", script])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .map_err(|e| e.to_string())?;
+    let out = child.wait_with_output().map_err(|e| e.to_string())?;
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).into_owned());
+    }
+    serde_json::from_slice(&out.stdout).map_err(|e| e.to_string())
+}
+
 /// Splits a Markdown problem into its YAML frontmatter (parsed) and the prose after it.
 pub fn frontmatter(markdown: &str) -> (serde_norway::Value, String) {
     let rest = markdown
