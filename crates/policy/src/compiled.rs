@@ -9,7 +9,7 @@ use crate::decision::{Decision, RequestFacts, Verdict};
 use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
 use crate::expr::Cx;
 use crate::fleet::RedisConfig;
-use crate::host::{HostName, HostTable, host_without_port, parse_host};
+use crate::host::{HostName, HostTable, ParsedHost};
 use crate::policy::{self, BrandingConfig, Connections, Listener, Zone};
 use crate::rules::{self, Rules, Trust};
 
@@ -149,10 +149,17 @@ impl CompiledPolicy {
     /// `allow` vouches for the client, skipping the browser check and the custom rules; a custom
     /// `allow` ends the phases. `docs/policy.md` draws the same list.
     fn phases(&self, facts: &RequestFacts<'_>, now: Instant, d: &mut Decision) -> ControlFlow<()> {
-        tls_host_matches_sni(facts, d)?; // 1013
-        let zone = self.route(facts, d)?; // 1001, 1003
+        let host = ParsedHost::new(facts.host);
+        tls_host_matches_sni(facts.sni, &host, d)?; // 1013
+        let zone = self.route(&host, d)?; // 1001, 1003
         let r = &self.rules;
-        let cx = Cx::new(facts, d.client_ip, r.country_db.as_ref(), r.asn_db.as_ref());
+        let cx = Cx::with_host(
+            facts,
+            host.normalized(),
+            d.client_ip,
+            r.country_db.as_ref(),
+            r.asn_db.as_ref(),
+        );
         let trust = r.access.check(&cx, d)?; // 1006, 1005, 1009
         if let (Trust::Unknown, Some(browser)) = (trust, &r.browser) {
             browser.check(&cx, d)?; // 1010
@@ -169,12 +176,12 @@ impl CompiledPolicy {
 
     /// Host routing: the zone serving the Host; 1003 for an IP literal no zone lists, 1001 for
     /// a name no zone serves.
-    fn route(&self, facts: &RequestFacts<'_>, d: &mut Decision) -> ControlFlow<(), usize> {
-        d.zone = self.hosts.lookup(facts.host);
+    fn route(&self, host: &ParsedHost<'_>, d: &mut Decision) -> ControlFlow<(), usize> {
+        d.zone = self.hosts.lookup_name(host.name);
         match d.zone {
             Some(zone) => ControlFlow::Continue(zone),
             None => {
-                d.verdict = match parse_host(facts.host) {
+                d.verdict = match host.name {
                     HostName::Ip(_) => Verdict::refuse(Code::DIRECT_IP_ACCESS),
                     HostName::Name(_) => Verdict::refuse(Code::DNS_RESOLUTION_ERROR),
                 };
@@ -204,12 +211,15 @@ impl CompiledPolicy {
 /// Over TLS, the Host must name the server the handshake asked for (1013): a request routed by
 /// one name under a certificate chosen for another is refused. Case, a port and a trailing dot
 /// do not matter.
-fn tls_host_matches_sni(facts: &RequestFacts<'_>, d: &mut Decision) -> ControlFlow<()> {
-    let Some(sni) = facts.sni else {
+fn tls_host_matches_sni(
+    sni: Option<&str>,
+    host: &ParsedHost<'_>,
+    d: &mut Decision,
+) -> ControlFlow<()> {
+    let Some(sni) = sni else {
         return ControlFlow::Continue(());
     };
-    let host = host_without_port(facts.host);
-    let host = host.strip_suffix('.').unwrap_or(host);
+    let host = host.shown.strip_suffix('.').unwrap_or(host.shown);
     let sni = sni.strip_suffix('.').unwrap_or(sni);
     if host.eq_ignore_ascii_case(sni) {
         ControlFlow::Continue(())

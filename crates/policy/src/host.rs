@@ -49,10 +49,9 @@ pub(crate) fn parse_host(host: &str) -> HostName<'_> {
     }
 }
 
-/// The Host as `http.host` shows it: without a `:port` or trailing dot, case as received. An IPv6
-/// literal keeps its brackets (`[2001:db8::1]:443` → `[2001:db8::1]`). Never allocates.
-pub(crate) fn host_without_port(host: &str) -> &str {
-    match parse_host(host) {
+/// The part of `host` that `http.host` shows, given what [`parse_host`] made of it.
+fn shown_host<'a>(host: &'a str, name: &HostName<'a>) -> &'a str {
+    match name {
         HostName::Name(name) => name,
         HostName::Ip(IpAddr::V4(_)) => {
             let t = host.trim();
@@ -70,12 +69,42 @@ pub(crate) fn host_without_port(host: &str) -> &str {
     }
 }
 
+/// A request's Host taken apart once: what it names (for routing, 1001 and 1003) and the form
+/// rules and the TLS Host/SNI check (1013) compare. Every phase reads this one, so the Host is
+/// parsed once per request.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ParsedHost<'a> {
+    pub(crate) name: HostName<'a>,
+    /// The Host as `http.host` shows it: without a `:port` or trailing dot, case as received.
+    /// An IPv6 literal keeps its brackets (`[2001:db8::1]:443` → `[2001:db8::1]`).
+    pub(crate) shown: &'a str,
+}
+
+impl<'a> ParsedHost<'a> {
+    pub(crate) fn new(host: &'a str) -> ParsedHost<'a> {
+        let name = parse_host(host);
+        ParsedHost {
+            name,
+            shown: shown_host(host, &name),
+        }
+    }
+
+    /// `http.host`: [`ParsedHost::shown`] in lower case.
+    pub(crate) fn normalized(&self) -> std::borrow::Cow<'a, str> {
+        lower_case(self.shown)
+    }
+}
+
 /// The Host as `http.host` shows it and rules compare it: without a `:port` or a trailing dot (an IPv6
 /// literal keeps its brackets), in lower case.
 /// Host names are case-insensitive (RFC 9110 §4.2.3), so `BLOCKED.test` must meet the rules
 /// written for `blocked.test`. Borrowed unless the client sent an upper-case letter.
 pub fn normalize_host(host: &str) -> std::borrow::Cow<'_, str> {
-    let host = host_without_port(host);
+    ParsedHost::new(host).normalized()
+}
+
+/// Borrowed unless `host` holds an upper-case letter or a non-ASCII character.
+fn lower_case(host: &str) -> std::borrow::Cow<'_, str> {
     if host
         .bytes()
         .any(|b| b.is_ascii_uppercase() || !b.is_ascii())
@@ -174,7 +203,12 @@ impl HostTable {
 
     /// Finds the zone for a Host value (case-insensitive, port and trailing dot ignored).
     pub(crate) fn lookup(&self, host: &str) -> Option<usize> {
-        match parse_host(host) {
+        self.lookup_name(parse_host(host))
+    }
+
+    /// [`HostTable::lookup`] for a Host already parsed.
+    pub(crate) fn lookup_name(&self, name: HostName<'_>) -> Option<usize> {
+        match name {
             HostName::Ip(ip) => {
                 if self.exact.is_empty() {
                     return None;
@@ -251,6 +285,7 @@ mod tests {
 
     #[test]
     fn host_without_port_forms() {
+        let host_without_port = |host| ParsedHost::new(host).shown;
         assert_eq!(host_without_port("Example.com:8080"), "Example.com");
         assert_eq!(host_without_port("192.0.2.1:8080"), "192.0.2.1");
         assert_eq!(host_without_port("192.0.2.1"), "192.0.2.1");

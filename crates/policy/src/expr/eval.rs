@@ -40,11 +40,22 @@ impl<'r> Cx<'r> {
         country_db: Option<&'r CountryDb>,
         asn_db: Option<&'r AsnDb>,
     ) -> Self {
+        let host = crate::host::normalize_host(facts.host);
+        Cx::with_host(facts, host, client_ip, country_db, asn_db)
+    }
+
+    /// [`Cx::new`] with `http.host` already worked out (the policy parses the Host once).
+    pub(crate) fn with_host(
+        facts: &'r RequestFacts<'r>,
+        host: Cow<'r, str>,
+        client_ip: IpAddr,
+        country_db: Option<&'r CountryDb>,
+        asn_db: Option<&'r AsnDb>,
+    ) -> Self {
         let (raw_path, query) = match facts.uri.split_once('?') {
             Some((p, q)) => (p, q),
             None => (facts.uri, ""),
         };
-        let host = crate::host::normalize_host(facts.host);
         Cx {
             facts,
             client_ip,
