@@ -144,10 +144,19 @@ impl IpText {
     }
 }
 
+impl AsRef<[u8]> for IpText {
+    fn as_ref(&self) -> &[u8] {
+        self.as_bytes()
+    }
+}
+
 impl From<IpText> for HeaderValue {
+    /// The text moves into one shared allocation, so cloning the value (the peer usually goes
+    /// into two headers) copies nothing and allocates nothing.
     fn from(ip: IpText) -> HeaderValue {
         // Digits, dots, colons and hex letters are valid in a header value.
-        HeaderValue::from_bytes(ip.as_bytes()).unwrap_or(HeaderValue::from_static("0.0.0.0"))
+        HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(ip))
+            .unwrap_or(HeaderValue::from_static("0.0.0.0"))
     }
 }
 

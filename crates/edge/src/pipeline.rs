@@ -52,10 +52,11 @@ static X_FORWARDED_PROTO: StaticHeaderName = StaticHeaderName::new("x-forwarded-
 static CF_CONNECTING_IP: StaticHeaderName = StaticHeaderName::new("cf-connecting-ip");
 static CF_RAY: StaticHeaderName = StaticHeaderName::new(signpost_problem::RAY_ID_HEADER);
 
-/// The ray id as a header value.
+/// The ray id as a header value, in one shared allocation: the origin's request and the
+/// client's response carry the same value, and cloning it copies nothing.
 fn ray_value(ray: RayId) -> http::HeaderValue {
     // Sixteen hex digits are a valid header value.
-    http::HeaderValue::from_bytes(ray.to_hex().as_str().as_bytes())
+    http::HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(ray.to_hex()))
         .unwrap_or(http::HeaderValue::from_static("0000000000000000"))
 }
 
@@ -79,6 +80,8 @@ pub struct Edge {
 /// What one request learned on its way through the pipeline; `logging` reports it.
 pub struct RequestCtx {
     pub ray_id: RayId,
+    /// `ray_id` as the `cf-ray` header value, made at its first use.
+    ray_header: Option<http::HeaderValue>,
     started: Instant,
     /// Peer, TLS and host, worked out once at the start of `request_filter`.
     facts: Facts,
@@ -99,6 +102,16 @@ pub struct RequestCtx {
     proxying: bool,
     /// What happened to a request for Markdown on a converting zone, for the access log.
     markdown: Option<crate::markdown::Outcome>,
+}
+
+impl RequestCtx {
+    /// The `cf-ray` header value.
+    fn ray_header(&mut self) -> http::HeaderValue {
+        let ray_id = self.ray_id;
+        self.ray_header
+            .get_or_insert_with(|| ray_value(ray_id))
+            .clone()
+    }
 }
 
 impl Edge {
@@ -308,6 +321,7 @@ impl ProxyHttp for Edge {
     fn new_ctx(&self) -> Box<RequestCtx> {
         Box::new(RequestCtx {
             ray_id: RayId::next(),
+            ray_header: None,
             started: Instant::now(),
             facts: Facts::unknown(),
             policy: None,
@@ -542,7 +556,7 @@ impl ProxyHttp for Edge {
             http::HeaderValue::from_static(if tls { "https" } else { "http" }),
         )?;
         upstream.insert_header(&CF_CONNECTING_IP, client)?;
-        upstream.insert_header(&CF_RAY, ray_value(ctx.ray_id))?;
+        upstream.insert_header(&CF_RAY, ctx.ray_header())?;
         Ok(())
     }
 
@@ -554,7 +568,7 @@ impl ProxyHttp for Edge {
         response: &mut ResponseHeader,
         ctx: &mut Self::CTX,
     ) -> Result<()> {
-        response.insert_header(&CF_RAY, ray_value(ctx.ray_id))?;
+        response.insert_header(&CF_RAY, ctx.ray_header())?;
         if self.zone(ctx).is_some_and(|z| z.markdown.enabled) {
             crate::markdown::add_vary_accept(response)?;
         }

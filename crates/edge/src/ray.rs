@@ -58,6 +58,12 @@ fn mix(mut z: u64) -> u64 {
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct RayHex([u8; 16]);
 
+impl AsRef<[u8]> for RayHex {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
 impl RayHex {
     pub fn as_str(&self) -> &str {
         // Only ASCII hex digits are ever written into the array.
