@@ -11,22 +11,47 @@ use std::time::{Duration, Instant};
 
 /// A port nobody listens on right now, and that no other test of this process was given.
 ///
-/// The kernel may hand the same free port to two tests that have not bound it yet; one of them
-/// would then talk to the other's server (a flaky 404 was seen this way): every port handed out
-/// is remembered for the life of the test process.
+/// Taken from outside the kernel's ephemeral range: the port is only bound later (by the edge
+/// the test starts), and in between the kernel could give the same port to a listener bound to
+/// port 0 (every test origin is) or to an outgoing connection, so that one test's clients would
+/// talk to another test's server (seen once as an origin receiving another test's 6,000
+/// requests). Ports are handed out in order from an offset of the process id, so that test
+/// processes running side by side start far apart, and each is checked free by binding it.
 pub fn free_port() -> u16 {
-    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
-        if !given.contains(&port) {
-            given.push(port);
+    static NEXT: std::sync::Mutex<Option<u32>> = std::sync::Mutex::new(None);
+    let (low, high) = outside_ephemeral_range();
+    let span = high - low;
+    let mut next = NEXT.lock().unwrap_or_else(|e| e.into_inner());
+    let mut offset = next.unwrap_or(std::process::id().wrapping_mul(97) % span);
+    for _ in 0..span {
+        let port = u16::try_from(low + offset % span).expect("a port");
+        offset = (offset + 1) % span;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            *next = Some(offset);
             return port;
         }
+    }
+    panic!("no free port in {low}..{high}");
+}
+
+/// The ports this machine's kernel never picks on its own: below its ephemeral range (from
+/// `/proc/sys/net/ipv4/ip_local_port_range`; Linux's default is 32768-60999), or above it.
+fn outside_ephemeral_range() -> (u32, u32) {
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok();
+    let (first, last) = range
+        .as_deref()
+        .and_then(|r| {
+            let mut it = r.split_whitespace().map(|n| n.parse::<u32>().ok());
+            Some((it.next()??, it.next()??))
+        })
+        .unwrap_or((32768, 60999));
+    if first >= 12_000 {
+        (10_000, first)
+    } else if last <= 63_000 {
+        (last + 1, 65_536)
+    } else {
+        // The whole range is ephemeral: the check by binding is all there is.
+        (10_000, 65_536)
     }
 }
 
