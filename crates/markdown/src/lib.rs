@@ -280,8 +280,8 @@ mod tests;
 
 #[cfg(test)]
 thread_local! {
-    /// Set by tests to convert without the tree reductions that must not change the Markdown
-    /// (whitespace between block tags, block wrappers), to compare against.
+    /// Set by tests to convert without the steps that must not change the Markdown (block
+    /// wrappers unwrapped, pieces of text joined before the tree builder), to compare against.
     static UNREDUCED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 

@@ -432,7 +432,8 @@ fn block_wrappers_are_unwrapped_without_changing_the_markdown() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(1024))]
 
-    /// Unwrapping block wrappers never changes the Markdown.
+    /// Unwrapping block wrappers and joining the tokenizer's pieces of text never change the
+    /// Markdown.
     #[test]
     fn tree_reductions_never_change_the_markdown(
         parts in proptest::collection::vec(
@@ -447,6 +448,10 @@ proptest! {
                 Just("</li>"), Just("</dd>"), Just("</dt>"), Just("</td>"), Just("</tr>"),
                 Just("<article>"), Just("<main>"), Just("<header>"), Just("<aside>"),
                 Just(" "), Just("\n"), Just("\n  "), Just("word"), Just("two words"), Just("-"),
+                Just("&lt;"), Just("&amp;"), Just("a&#8217;b"), Just("&nbsp;"), Just("\r\n"),
+                Just("<html>"), Just("<head>"), Just("</head>"), Just("<body>"),
+                Just("<title>t</title>"), Just("<svg>"), Just("</svg>"), Just("<noscript>"),
+                Just("<script>x</script>"), Just("<b>"), Just("</b>"), Just("<i>"), Just("</i>"),
             ],
             0..40,
         ),
