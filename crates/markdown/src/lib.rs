@@ -7,8 +7,9 @@
 //! 2. html5ever tokenizes the page once; a filter between its tokenizer and its tree builder
 //!    (linear whatever the page's shape) drops scripts, styles, navigation, the page's header
 //!    and footer, form controls and comments, keeps only the attributes the conversion reads,
-//!    flattens nesting past [`Limits::max_depth`] and refuses pages with more than
-//!    [`Limits::max_elements`] elements.
+//!    flattens nesting past [`Limits::max_depth`], refuses pages with more than
+//!    [`Limits::max_elements`] elements, and gives the tree builder each run of text as one
+//!    token (the tokenizer cuts it at every character reference).
 //! 3. The tree builder builds the tree (no recursion); one iterative walk collects the title,
 //!    description, Open Graph image, `<base href>` and JSON-LD, makes links and images
 //!    absolute against `<base href>` or the request URL, and replaces `<div>`s that only wrap
