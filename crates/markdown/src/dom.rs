@@ -1,13 +1,14 @@
 //! One iterative walk over the parsed tree (html5ever builds it without recursion): collects the
 //! page's title, description, image, `<base href>` and JSON-LD blocks, detaches `<head>` and
-//! the JSON-LD scripts, makes link and image URLs absolute, and refuses a tree deeper than
+//! the JSON-LD scripts, makes link and image URLs absolute, unwraps block wrappers (see
+//! [`unwrap_block_wrappers`]), and refuses a tree deeper than
 //! [`crate::MAX_TREE_DEPTH`] so htmd's recursive walk has a bounded stack.
 
 use std::cell::RefCell;
 use std::rc::Rc;
 
 use html5ever::tendril::StrTendril;
-use html5ever::{QualName, local_name, ns};
+use html5ever::{LocalName, QualName, local_name, ns};
 use markup5ever_rcdom::{Handle, Node, NodeData};
 use url::Url;
 
@@ -33,12 +34,19 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
     let mut links: Vec<(Handle, &'static str)> = Vec::new();
     let mut detach: Vec<Handle> = Vec::new();
     let mut pres: Vec<Handle> = Vec::new();
-    let mut stack: Vec<(Handle, usize)> = vec![(Rc::clone(document), 0)];
-    while let Some((node, depth)) = stack.pop() {
+    // Entries: a node, its depth, and whether it is inside a `<pre>` or `<code>` (whose
+    // whitespace counts).
+    let mut stack: Vec<(Handle, usize, bool)> = vec![(Rc::clone(document), 0, false)];
+    while let Some((node, depth, mut in_pre)) = stack.pop() {
         if depth > MAX_TREE_DEPTH {
             return Err(Error::TooComplex("tree too deep"));
         }
         if let NodeData::Element { name, attrs, .. } = &node.data {
+            // htmd writes the content of both verbatim (see `is_pre` in its walker).
+            in_pre |= matches!(name.local, local_name!("pre") | local_name!("code"));
+            if !in_pre && wrapper_parent(&name.local) && crate::reduce_tree() {
+                unwrap_block_wrappers(&node);
+            }
             let attr = |wanted: &str| {
                 attrs
                     .borrow()
@@ -84,7 +92,7 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
         let children = node.children.borrow();
         // Reverse so the walk meets elements in document order (the first title wins).
         for child in children.iter().rev() {
-            stack.push((Rc::clone(child), depth + 1));
+            stack.push((Rc::clone(child), depth + 1, in_pre));
         }
     }
 
@@ -154,6 +162,110 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
         }
     }
     Ok(meta)
+}
+
+/// Elements whose children may take the place of a wrapper among them (see
+/// [`unwrap_block_wrappers`]): htmd writes their content the same whatever nests it.
+fn wrapper_parent(name: &LocalName) -> bool {
+    matches!(
+        *name,
+        local_name!("body")
+            | local_name!("div")
+            | local_name!("section")
+            | local_name!("article")
+            | local_name!("main")
+            | local_name!("header")
+            | local_name!("footer")
+            | local_name!("aside")
+            | local_name!("dd")
+    )
+}
+
+/// Elements htmd writes as a block with a blank line before and after whatever they hold
+/// (the others of [`wrapper_parent`], as htmd's generic block handler, and these).
+fn always_block(name: &LocalName) -> bool {
+    (wrapper_parent(name) && *name != local_name!("body"))
+        || matches!(
+            *name,
+            local_name!("p")
+                | local_name!("h1")
+                | local_name!("h2")
+                | local_name!("h3")
+                | local_name!("h4")
+                | local_name!("h5")
+                | local_name!("h6")
+                | local_name!("pre")
+                | local_name!("dl")
+                | local_name!("dt")
+                | local_name!("hr")
+        )
+}
+
+/// Whether `node` is a `<div>` (or `<section>`, ...) holding only blocks: the blocks of its
+/// first and last child already give the blank lines the wrapper would add (lists and tables,
+/// which htmd may write without them, only in between), and whitespace between blocks is
+/// dropped by htmd anyway.
+fn is_block_wrapper(node: &Handle) -> bool {
+    let NodeData::Element { name, .. } = &node.data else {
+        return false;
+    };
+    if !always_block(&name.local) || !wrapper_parent(&name.local) {
+        return false;
+    }
+    let children = node.children.borrow();
+    let mut blocks = children.iter().filter(|child| match &child.data {
+        NodeData::Text { contents } => !contents.borrow().bytes().all(|b| b.is_ascii_whitespace()),
+        _ => true,
+    });
+    let mut first_last = (None, None);
+    for child in blocks.by_ref() {
+        let NodeData::Element { name, .. } = &child.data else {
+            return false;
+        };
+        let inner = matches!(
+            name.local,
+            local_name!("ul") | local_name!("ol") | local_name!("table")
+        );
+        if !always_block(&name.local) && !inner {
+            return false;
+        }
+        if first_last.0.is_none() {
+            first_last.0 = Some(always_block(&name.local));
+        }
+        first_last.1 = Some(always_block(&name.local));
+    }
+    first_last == (Some(true), Some(true))
+}
+
+/// htmd writes each element's content into a string of its own and copies it into its
+/// parent's, so every level of nesting copies the page's text once more; documentation
+/// generators nest each paragraph in several `<div>`s (AsciiDoc: `div.sect1 >
+/// div.sectionbody > div.paragraph > p`). A wrapper that holds only blocks (see
+/// [`is_block_wrapper`]) is replaced by its blocks, which htmd writes the same. The parent's
+/// children are rebuilt once, so the work is linear in the nodes moved.
+fn unwrap_block_wrappers(parent: &Handle) {
+    if !parent.children.borrow().iter().any(is_block_wrapper) {
+        return;
+    }
+    let old = std::mem::take(&mut *parent.children.borrow_mut());
+    let mut new = Vec::with_capacity(old.len());
+    // Children still to place, last first; a wrapper's children are placed in its stead
+    // (and may be wrappers themselves).
+    let mut pending: Vec<Handle> = old.into_iter().rev().collect();
+    while let Some(child) = pending.pop() {
+        if is_block_wrapper(&child) {
+            let inner = std::mem::take(&mut *child.children.borrow_mut());
+            child.parent.set(None);
+            pending.extend(inner.into_iter().rev().filter(|c| {
+                !matches!(&c.data, NodeData::Text { contents }
+                    if contents.borrow().bytes().all(|b| b.is_ascii_whitespace()))
+            }));
+        } else {
+            child.parent.set(Some(Rc::downgrade(parent)));
+            new.push(child);
+        }
+    }
+    *parent.children.borrow_mut() = new;
 }
 
 /// The URL up to its fragment.

@@ -48,6 +48,7 @@ pub fn parse(html: &str, limits: &Limits) -> Result<RcDom, Error> {
         limits: *limits,
         state: RefCell::new(State::default()),
         refused: Cell::new(false),
+        text: RefCell::new(None),
     };
     let tokenizer = Tokenizer::new(filter, TokenizerOpts::default());
     let input = BufferQueue::default();
@@ -106,6 +107,13 @@ struct Filter {
     state: RefCell<State>,
     /// Set past [`Limits::max_elements`]: the rest of the page is read as plain text and dropped.
     refused: Cell<bool>,
+    /// Text not yet given to the tree builder. The tokenizer hands text over in pieces (one
+    /// per character reference, such as each `&lt;`, and more); the tree builder would take
+    /// each through its insertion mode and append it to the text node. Here consecutive
+    /// pieces are joined and given as one (the HTML standard's tree construction reads text a
+    /// character at a time, so how it is cut changes nothing). At most the text between two
+    /// tags, bounded by the page ([`Limits::max_bytes`]).
+    text: RefCell<Option<StrTendril>>,
 }
 
 #[derive(Default)]
@@ -303,7 +311,31 @@ fn judge(tag: &Tag) -> Verdict {
 
 impl Filter {
     fn forward(&self, token: Token, line: u64) -> TokenSinkResult<Handle> {
+        self.flush_text(line);
         self.builder.process_token(token, line)
+    }
+
+    /// Joins `text` to the text held for the tree builder.
+    fn hold_text(&self, text: StrTendril) -> TokenSinkResult<Handle> {
+        let mut held = self.text.borrow_mut();
+        match held.as_mut() {
+            // A tendril right after another in the same buffer extends it without a copy.
+            Some(held) => held.push_tendril(&text),
+            None => *held = Some(text),
+        }
+        TokenSinkResult::Continue
+    }
+
+    /// Gives the held text to the tree builder, before any other token.
+    fn flush_text(&self, line: u64) {
+        let held = self.text.borrow_mut().take();
+        if let Some(text) = held {
+            // The tree builder answers text with `Continue`: it never changes the tokenizer's
+            // state.
+            let _ = self
+                .builder
+                .process_token(Token::CharacterTokens(text), line);
+        }
     }
 
     fn start_tag(&self, mut tag: Tag, line: u64) -> TokenSinkResult<Handle> {
@@ -487,15 +519,19 @@ impl TokenSink for Filter {
             // Comments are not read by the converter, and parse errors are not reported.
             Token::CommentToken(_) | Token::ParseError(_) => TokenSinkResult::Continue,
             _ if self.state.borrow().skipping.is_some() => TokenSinkResult::Continue,
+            Token::CharacterTokens(text) if crate::reduce_tree() => self.hold_text(text),
             other => self.forward(other, line),
         }
     }
 
     fn end(&self) {
+        self.flush_text(0);
         self.builder.end();
     }
 
     fn adjusted_current_node_present_but_not_in_html_namespace(&self) -> bool {
+        // Text can move the tree builder's current node (text before `<body>` opens it).
+        self.flush_text(0);
         self.builder
             .adjusted_current_node_present_but_not_in_html_namespace()
     }

@@ -7,11 +7,13 @@
 //! 2. html5ever tokenizes the page once; a filter between its tokenizer and its tree builder
 //!    (linear whatever the page's shape) drops scripts, styles, navigation, the page's header
 //!    and footer, form controls and comments, keeps only the attributes the conversion reads,
-//!    flattens nesting past [`Limits::max_depth`] and refuses pages with more than
-//!    [`Limits::max_elements`] elements.
+//!    flattens nesting past [`Limits::max_depth`], refuses pages with more than
+//!    [`Limits::max_elements`] elements, and gives the tree builder each run of text as one
+//!    token (the tokenizer cuts it at every character reference).
 //! 3. The tree builder builds the tree (no recursion); one iterative walk collects the title,
-//!    description, Open Graph image, `<base href>` and JSON-LD, and makes links and images
-//!    absolute against `<base href>` or the request URL. A tree deeper than
+//!    description, Open Graph image, `<base href>` and JSON-LD, makes links and images
+//!    absolute against `<base href>` or the request URL, and replaces `<div>`s that only wrap
+//!    blocks by those blocks (the same Markdown, fewer copies in htmd). A tree deeper than
 //!    [`MAX_TREE_DEPTH`] is refused, so the converter's recursion has a bounded stack.
 //! 4. htmd (turndown's rules) writes the Markdown; we add YAML frontmatter (`title`,
 //!    `description`, `image`, each a YAML-safe scalar) and the JSON-LD as one fenced `json`
@@ -276,6 +278,23 @@ fn longest_run(s: &str, c: char) -> usize {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+thread_local! {
+    /// Set by tests to convert without the steps that must not change the Markdown (block
+    /// wrappers unwrapped, pieces of text joined before the tree builder), to compare against.
+    static UNREDUCED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the reductions that do not change the Markdown are on (always, but in tests that
+/// compare against the unreduced tree).
+fn reduce_tree() -> bool {
+    #[cfg(test)]
+    if UNREDUCED.with(std::cell::Cell::get) {
+        return false;
+    }
+    true
+}
 
 /// The time each step of [`convert_html`] takes on `html` (the tokenizer alone, the filtered
 /// tree, walk, htmd), for the throughput example. The first figure is part of the second: it

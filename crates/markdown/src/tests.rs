@@ -381,3 +381,83 @@ fn single_trailing_spaces_go_but_hard_breaks_and_code_stay() {
         "a\n~~~\nb \n~~~\nc"
     );
 }
+
+/// The Markdown of `html` with and without the tree reductions.
+fn reduced_and_unreduced(html: &str) -> (String, String) {
+    let url = Url::parse("https://docs.example/a/b.html").ok();
+    let reduced = convert_html(html, url.as_ref(), &Limits::default()).unwrap();
+    UNREDUCED.with(|u| u.set(true));
+    let unreduced = convert_html(html, url.as_ref(), &Limits::default());
+    UNREDUCED.with(|u| u.set(false));
+    (reduced, unreduced.unwrap())
+}
+
+#[test]
+fn block_wrappers_are_unwrapped_without_changing_the_markdown() {
+    // AsciiDoc's nesting, and wrappers that must stay: one holding text, one ending in a list
+    // (htmd may write a list without blank lines), an empty one, one in `<pre>`.
+    let html = "<body>\n<div id=\"content\">\n<div class=\"sect1\">\n<h2>Name</h2>\n\
+        <div class=\"sectionbody\">\n<div class=\"paragraph\">\n<p>One <em>a</em> <em>b</em></p>\n\
+        </div>\n<div class=\"dlist\">\n<dl>\n<dt>-e</dt>\n<dd>\n<p>Edit.</p>\n</dd>\n</dl>\n</div>\n\
+        </div>\n</div>\n</div>\ntext<div><p>beside</p></div>more\
+        <div>text<p>in</p></div><div><p>a</p><ul><li>x</li></ul></div>\
+        a<div> </div>b<pre><div><p>in pre</p></div></pre></body>";
+    let (reduced, unreduced) = reduced_and_unreduced(html);
+    assert_eq!(reduced, unreduced);
+    assert!(
+        reduced.starts_with("## Name\n\nOne *a* *b*\n\n-e\n\nEdit.\n\ntext"),
+        "{reduced}"
+    );
+    let dom = filter::parse(html, &Limits::default()).unwrap();
+    dom::walk(&dom.document, None).unwrap();
+    // `<head>` is detached by the walk.
+    let html_element = dom.document.children.borrow()[0].clone();
+    let body = html_element.children.borrow()[0].clone();
+    let mut out = Vec::new();
+    html5ever::serialize::serialize(
+        &mut out,
+        &markup5ever_rcdom::SerializableHandle::from(body),
+        html5ever::serialize::SerializeOpts::default(),
+    )
+    .unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(
+        out,
+        "\n<h2>Name</h2><p>One <em>a</em> <em>b</em></p><dl>\n<dt>-e</dt>\n<dd>\n<p>Edit.</p>\n</dd>\n</dl>\n\
+         text<p>beside</p>more<div>text<p>in</p></div><div><p>a</p><ul><li>x</li></ul></div>\
+         a<div> </div>b<pre><code>in pre</code></pre>"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(1024))]
+
+    /// Unwrapping block wrappers and joining the tokenizer's pieces of text never change the
+    /// Markdown.
+    #[test]
+    fn tree_reductions_never_change_the_markdown(
+        parts in proptest::collection::vec(
+            prop_oneof![
+                Just("<div>"), Just("</div>"), Just("<section>"), Just("</section>"),
+                Just("<p>"), Just("</p>"), Just("<ul>"), Just("</ul>"), Just("<ol>"), Just("<li>"),
+                Just("<dl>"), Just("<dt>"), Just("<dd>"), Just("</dl>"), Just("<h2>"), Just("</h2>"),
+                Just("<table>"), Just("<tr>"), Just("<td>"), Just("</table>"), Just("<pre>"),
+                Just("</pre>"), Just("<blockquote>"), Just("</blockquote>"), Just("<em>"),
+                Just("</em>"), Just("<code>"), Just("</code>"), Just("<hr>"), Just("<br>"),
+                Just("<span>"), Just("<a href=\"x\">"), Just("</a>"), Just("<nav>"), Just("</nav>"),
+                Just("</li>"), Just("</dd>"), Just("</dt>"), Just("</td>"), Just("</tr>"),
+                Just("<article>"), Just("<main>"), Just("<header>"), Just("<aside>"),
+                Just(" "), Just("\n"), Just("\n  "), Just("word"), Just("two words"), Just("-"),
+                Just("&lt;"), Just("&amp;"), Just("a&#8217;b"), Just("&nbsp;"), Just("\r\n"),
+                Just("<html>"), Just("<head>"), Just("</head>"), Just("<body>"),
+                Just("<title>t</title>"), Just("<svg>"), Just("</svg>"), Just("<noscript>"),
+                Just("<script>x</script>"), Just("<b>"), Just("</b>"), Just("<i>"), Just("</i>"),
+            ],
+            0..40,
+        ),
+    ) {
+        let html = parts.concat();
+        let (reduced, unreduced) = reduced_and_unreduced(&html);
+        prop_assert_eq!(reduced, unreduced, "{:?}", html);
+    }
+}
