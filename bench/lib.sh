@@ -25,7 +25,8 @@ bench_scratch() {
 }
 
 bench_cleanup() {
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  # SIGINT: Pingora's fast shutdown (on SIGTERM the bare proxy would linger for its five-minute grace period).
+  for pid in "${pids[@]}"; do kill -INT "$pid" 2>/dev/null || true; done
   [ -f "$work/nginx.pid" ] && kill "$(cat "$work/nginx.pid")" 2>/dev/null || true
   if declare -F bench_keep >/dev/null; then bench_keep; fi
   rm -rf "$work"

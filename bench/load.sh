@@ -11,7 +11,11 @@
 # 1015 JSON. The rows are interleaved: each round runs every row once, in the same order, so
 # that drift on this shared machine (other processes, CPU frequency) does not favour one target;
 # a row's figure is the median of its rounds, and the ratios to the bare proxy are taken within
-# each round, then their median. What it leaves out: TLS, large bodies, and an isolated machine:
+# each round, then their median. Beside req/s, the CPU time (user and system, every thread) the
+# answering process used over each row, per request: when the proxy is the bottleneck, bare's
+# CPU per request over signpost's is the rate ratio a machine of its own would show, and unlike
+# req/s it barely moves when other processes take the cores away (they still share caches).
+# What it leaves out: TLS, large bodies, and an isolated machine:
 # wrk, the proxy and the origin share this machine's cores, so compare rows of one run, not
 # runs of different days. Results are appended to bench/results.md with the command line.
 set -euo pipefail
@@ -60,6 +64,7 @@ origin = "127.0.0.1:$origin_port"
 EOF
 RUST_LOG=warn "$target/release/signpost" run --config "$work/policy.toml" --threads 1 2>"$work/signpost.log" &
 pids+=($!)
+signpost_pid=$!
 # The realistic policy of the criterion benchmark (10,000 CIDRs, geo rules when ../shared has the
 # databases, 100 custom rules, 3 rate limits), in front of the same origin.
 {
@@ -70,29 +75,46 @@ pids+=($!)
 } > "$work/realistic.toml"
 RUST_LOG=warn "$target/release/signpost" run --config "$work/realistic.toml" --threads 1 2>"$work/realistic.log" &
 pids+=($!)
+realistic_pid=$!
 "$target/release/examples/bare_proxy" "127.0.0.1:$bare_port" "127.0.0.1:$origin_port" 1 2>"$work/bare.log" &
 pids+=($!)
+bare_pid=$!
 wait_port "$signpost_port"; wait_port "$bare_port"; wait_port "$nginx_proxy_port"; wait_port "$real_port"
 
 
-# The rows, in the order each round runs them: name|url|header|header.
+# The rows, in the order each round runs them: name|pid|url|header|header. The pid is the
+# process answering the row (- for nginx, whose one instance is both proxy and origin).
 rows=(
-  "bare Pingora proxy|http://127.0.0.1:$bare_port/index.html"
-  "signpost proxy (default policy)|http://localhost:$signpost_port/index.html"
-  "signpost proxy (realistic policy)|http://127.0.0.1:$real_port/index.html|Host: example.com|User-Agent: wrk"
-  "nginx proxy|http://127.0.0.1:$nginx_proxy_port/index.html"
-  "origin direct (nginx)|http://127.0.0.1:$origin_port/index.html"
-  "nginx static 429, same body size|http://127.0.0.1:$nginx_proxy_port/429"
-  "signpost /cdn-cgi/error/1015 JSON|http://localhost:$signpost_port/cdn-cgi/error/1015|Accept: application/json"
-  "signpost 1001 unknown host, Markdown|http://127.0.0.1:$signpost_port/|Host: unknown.test|Accept: text/markdown"
+  "bare Pingora proxy|$bare_pid|http://127.0.0.1:$bare_port/index.html"
+  "signpost proxy (default policy)|$signpost_pid|http://localhost:$signpost_port/index.html"
+  "signpost proxy (realistic policy)|$realistic_pid|http://127.0.0.1:$real_port/index.html|Host: example.com|User-Agent: wrk"
+  "nginx proxy|-|http://127.0.0.1:$nginx_proxy_port/index.html"
+  "origin direct (nginx)|-|http://127.0.0.1:$origin_port/index.html"
+  "nginx static 429, same body size|-|http://127.0.0.1:$nginx_proxy_port/429"
+  "signpost /cdn-cgi/error/1015 JSON|$signpost_pid|http://localhost:$signpost_port/cdn-cgi/error/1015|Accept: application/json"
+  "signpost 1001 unknown host, Markdown|$signpost_pid|http://127.0.0.1:$signpost_port/|Host: unknown.test|Accept: text/markdown"
 )
+
+# CPU time (user + system, all threads) a process has used, in clock ticks.
+cpu_ticks() { # pid
+  if [ "$1" = - ]; then echo 0; return; fi
+  # Fields after the command name, which is in parentheses and may hold spaces.
+  awk '{sub(/^.*\) /, ""); print $12 + $13}' "/proc/$1/stat"
+}
+ticks_per_second=$(getconf CLK_TCK)
 
 raw="$work/raw.txt"
 : > "$raw"
 for round in $(seq 1 "$rounds"); do
   for row in "${rows[@]}"; do
     IFS='|' read -r -a fields <<<"$row"
-    echo "$round|${fields[0]}|$(wrk_measure "${fields[@]:1}")" >> "$raw"
+    before=$(cpu_ticks "${fields[1]}")
+    figures=$(wrk_measure "${fields[@]:2}")
+    after=$(cpu_ticks "${fields[1]}")
+    # The CPU the answering process used over the row, in microseconds per request answered.
+    cpu=$(awk -v t=$((after - before)) -v hz="$ticks_per_second" -v pid="${fields[1]}" '
+      { if (pid == "-" || $5 == 0) print "-"; else printf "%.1f", t / hz * 1e6 / $5 }' <<<"$figures")
+    echo "$round|${fields[0]}|$figures $cpu" >> "$raw"
   done
 done
 
@@ -100,7 +122,7 @@ done
   echo
   echo "### $(date -u +%Y-%m-%dT%H:%MZ), ${rounds} interleaved rounds, ${seconds}s per row, ${connections} connections, $(nproc) cores"
   echo
-  echo "Command: \`bench/load.sh $seconds $connections $rounds\` (wrk -t1; nginx, the bare Pingora proxy and signpost each run one worker thread)"
+  echo "Command: \`bench/load.sh $seconds $connections $rounds\` (wrk -t1; nginx, the bare Pingora proxy and signpost each run one worker thread; CPU: user and system time of the answering process over the row, per request)"
   echo
   python3 - "$raw" <<'PY'
 import statistics, sys
@@ -108,19 +130,24 @@ rounds = {}
 order = []
 for line in open(sys.argv[1]):
     r, name, figures = line.rstrip("\n").split("|")
-    rps, p50, p99, non2xx, _ = figures.split()
-    rounds.setdefault(name, []).append((int(r), float(rps), p50, p99, non2xx))
+    rps, p50, p99, non2xx, _, cpu = figures.split()
+    cpu = None if cpu == "-" else float(cpu)
+    rounds.setdefault(name, []).append((int(r), float(rps), p50, p99, non2xx, cpu))
     if name not in order:
         order.append(name)
 bare = {r: rps for r, rps, *_ in rounds["bare Pingora proxy"]}
-print("| target | req/s (median) | req/s per round | p50 | p99 | non-2xx | vs bare, per round | vs bare (median) |")
-print("|---|---|---|---|---|---|---|---|")
+bare_cpu = {r: c for r, *_, c in rounds["bare Pingora proxy"]}
+print("| target | req/s (median) | req/s per round | p50 | p99 | non-2xx | vs bare, per round | vs bare (median) | CPU µs per request (median) | bare's CPU per request / this one's (median) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for name in order:
     runs = rounds[name]
     med = statistics.median(rps for _, rps, *_ in runs)
     mid = sorted(runs, key=lambda x: x[1])[len(runs) // 2]
     ratios = [rps / bare[r] for r, rps, *_ in runs]
+    cpus = [(r, c) for r, *_, c in runs if c]
+    cpu_med = f"{statistics.median(c for _, c in cpus):.1f}" if cpus else "-"
+    cpu_ratio = f"{statistics.median(bare_cpu[r] / c for r, c in cpus if bare_cpu.get(r)):.2f}" if cpus else "-"
     print(f"| {name} | {med:.0f} | {' / '.join(f'{rps:.0f}' for _, rps, *_ in runs)} | {mid[2]} | {mid[3]} | {mid[4]} "
-          f"| {' / '.join(f'{x:.2f}' for x in ratios)} | {statistics.median(ratios):.2f} |")
+          f"| {' / '.join(f'{x:.2f}' for x in ratios)} | {statistics.median(ratios):.2f} | {cpu_med} | {cpu_ratio} |")
 PY
 } | tee -a bench/results.md
