@@ -111,7 +111,12 @@ fn path_extension(path: &str) -> Option<std::borrow::Cow<'_, str>> {
     fn extension(name: &str) -> Option<&str> {
         name.rsplit_once('.').map(|(_, ext)| ext)
     }
-    match percent_encoding::percent_decode_str(file_name(path)).decode_utf8_lossy() {
+    let name = file_name(path);
+    if !name.contains('%') {
+        // Nothing to decode (the usual case): no pass over the name to look for escapes.
+        return extension(name).map(Cow::Borrowed);
+    }
+    match percent_encoding::percent_decode_str(name).decode_utf8_lossy() {
         Cow::Borrowed(name) => extension(name).map(Cow::Borrowed),
         // An escaped `/` or `;` ends up in the name: take the file name again.
         Cow::Owned(name) => extension(file_name(&name)).map(|e| Cow::Owned(e.to_owned())),
