@@ -209,7 +209,8 @@ fn is_block_wrapper(node: &Handle) -> bool {
     let NodeData::Element { name, .. } = &node.data else {
         return false;
     };
-    if !always_block(&name.local) || !wrapper_parent(&name.local) {
+    // `<body>` holds the page: it is a parent of wrappers, never one itself.
+    if !wrapper_parent(&name.local) || name.local == local_name!("body") {
         return false;
     }
     let children = node.children.borrow();
