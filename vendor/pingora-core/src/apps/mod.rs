@@ -25,6 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::protocols::http::v2::server;
+use crate::protocols::http::v1::idle_deadline::IdleDeadline;
 use crate::protocols::http::{ReusableHttpStream, ServerSession};
 use crate::protocols::Digest;
 use crate::protocols::Stream;
@@ -117,6 +118,8 @@ pub struct HttpPersistentSettings {
     /// across keepalive reuses without the adopter having to re-enable
     /// it on every request.
     pipelining_enabled: bool,
+    /// signpost patch: the connection's keep-alive idle timer, for its next session.
+    idle_deadline: IdleDeadline,
 }
 
 impl HttpPersistentSettings {
@@ -127,6 +130,7 @@ impl HttpPersistentSettings {
             user_context: None,
             pipelined_prefix: None,
             pipelining_enabled: session.pipelining_enabled(),
+            idle_deadline: IdleDeadline::default(),
         }
     }
 
@@ -155,6 +159,7 @@ impl HttpPersistentSettings {
             user_context,
             pipelined_prefix,
             pipelining_enabled,
+            idle_deadline,
         } = self;
 
         // Reduce the number of times the connection for this session can be
@@ -167,7 +172,7 @@ impl HttpPersistentSettings {
         session.set_keepalive_reuses_remaining(keepalive_reuses_remaining);
         // signpost patch: the next request's header deadline starts at its first byte.
         if let ServerSession::H1(s) = session {
-            s.set_reused();
+            s.set_reused(idle_deadline);
         }
 
         // Carry user context into the session for the proxy layer to consume
@@ -201,9 +206,11 @@ impl ReusedHttpStream {
     /// Build a reusable HTTP stream from a finished session, preserving any
     /// pipelined prefix bytes in the persistent settings for the next request.
     pub fn from_reusable_stream(
-        reusable: ReusableHttpStream,
+        mut reusable: ReusableHttpStream,
         mut persistent_settings: HttpPersistentSettings,
     ) -> Self {
+        // signpost patch: the idle timer goes on with the connection.
+        persistent_settings.idle_deadline = reusable.take_idle_deadline();
         let (stream, pipelined_prefix) = reusable.into_parts();
         if let Some(prefix) = pipelined_prefix {
             persistent_settings.set_pipelined_prefix(prefix);

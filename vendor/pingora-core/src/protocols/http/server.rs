@@ -30,19 +30,33 @@ use pingora_http::{RequestHeader, ResponseHeader};
 use std::any::Any;
 use std::time::Duration;
 
+use super::v1::idle_deadline::IdleDeadline;
+
 /// A reusable HTTP/1.x stream and bytes already read for the next request.
 #[derive(Debug)]
 pub struct ReusableHttpStream {
     stream: Stream,
     pipelined_prefix: Option<BytesMut>,
+    /// signpost patch: the connection's keep-alive idle timer.
+    idle_deadline: IdleDeadline,
 }
 
 impl ReusableHttpStream {
-    pub(crate) fn new(stream: Stream, pipelined_prefix: Option<BytesMut>) -> Self {
+    pub(crate) fn new(
+        stream: Stream,
+        pipelined_prefix: Option<BytesMut>,
+        idle_deadline: IdleDeadline,
+    ) -> Self {
         Self {
             stream,
             pipelined_prefix,
+            idle_deadline,
         }
+    }
+
+    /// signpost patch: takes the connection's keep-alive idle timer, for its next session.
+    pub fn take_idle_deadline(&mut self) -> IdleDeadline {
+        std::mem::take(&mut self.idle_deadline)
     }
 
     /// Split the reusable connection into its underlying stream and optional

@@ -18,6 +18,8 @@ pub(crate) mod body;
 pub mod client;
 pub mod common;
 pub(crate) mod header;
+// signpost patch: one keep-alive idle timer per connection.
+pub mod idle_deadline;
 pub mod server;
 
 /// Test utilities shared across HTTP/1.x unit tests

@@ -35,6 +35,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use super::body::{BodyReader, BodyWriter};
 use super::common::*;
 use super::header::HeaderWriter;
+use super::idle_deadline::IdleDeadline;
 use crate::protocols::http::{
     authority::validate_request_authority, body_buffer::FixedBuffer, date, HttpTask,
     ReusableHttpStream,
@@ -171,6 +172,9 @@ pub struct HttpSession {
     /// signpost patch: whether [`Self::read_request`] gave up because the keep-alive idle
     /// timeout passed while it waited for the next request's header.
     idle_timed_out: bool,
+    /// signpost patch: the keep-alive idle timer, kept across the connection's requests (see
+    /// [`IdleDeadline`]).
+    idle_deadline: IdleDeadline,
 }
 
 impl HttpSession {
@@ -223,6 +227,7 @@ impl HttpSession {
             unparsed_request_head: None,
             reused: false,
             idle_timed_out: false,
+            idle_deadline: IdleDeadline::default(),
         }
     }
 
@@ -232,9 +237,11 @@ impl HttpSession {
         self.idle_timed_out
     }
 
-    /// signpost patch: marks this session as continuing a kept-alive connection.
-    pub fn set_reused(&mut self) {
+    /// signpost patch: marks this session as continuing a kept-alive connection, whose idle
+    /// timer it takes over.
+    pub fn set_reused(&mut self, idle_deadline: IdleDeadline) {
         self.reused = true;
+        self.idle_deadline = idle_deadline;
     }
 
     /// signpost patch: sets the deadline for a whole request header (see
@@ -257,10 +264,11 @@ impl HttpSession {
         let read_result = {
             let read_event = self.underlying_stream.read_buf(buf);
             match self.keepalive_timeout {
-                KeepaliveStatus::Timeout(d) => match timeout(d, read_event).await {
-                    Ok(res) => res,
-                    Err(e) => {
-                        debug!("keepalive timeout {d:?} reached, {e}");
+                // signpost patch: the connection's one idle timer, not a new one per read.
+                KeepaliveStatus::Timeout(d) => match self.idle_deadline.run(d, read_event).await {
+                    Some(res) => res,
+                    None => {
+                        debug!("keepalive timeout {d:?} reached");
                         // signpost patch: let the application count idle closes.
                         self.idle_timed_out = true;
                         return Ok(None);
@@ -1552,6 +1560,8 @@ impl HttpSession {
                 Ok(Some(ReusableHttpStream::new(
                     self.underlying_stream,
                     pipelined_prefix,
+                    // signpost patch: the idle timer goes on with the connection.
+                    self.idle_deadline,
                 )))
             }
         }
