@@ -45,7 +45,11 @@ where
 
         // phase 2 send to upstream
 
-        let mut req = session.req_header().clone();
+        // signpost patch: the header as parsed, which has room for the headers the application
+        // adds (`upstream_request_filter`), goes upstream; the session keeps the copy, which a
+        // clone sizes exactly. Adding headers to the copy grew both of its maps, twice.
+        let copy = session.req_header().clone();
+        let mut req = std::mem::replace(session.req_header_mut(), copy);
         let authority_policy = AuthorityPolicy::from(session.downstream_session.is_custom());
         let downstream_had_host = req.headers.contains_key(http::header::HOST);
         req.set_version(Version::HTTP_11);

@@ -286,7 +286,8 @@ impl HttpSession {
 
                         let mut response_header = match ResponseHeader::build(
                             resp.code.unwrap(),
-                            Some(resp.headers.len()),
+                            // signpost patch: room for the headers a proxy adds downstream.
+                            Some(resp.headers.len() + ROOM_FOR_ADDED_HEADERS),
                         ) {
                             Ok(header) => Box::new(header),
                             Err(e) => return self.fail_response_header_read(e),
@@ -437,8 +438,13 @@ impl HttpSession {
     /// Similar to [`Self::read_response()`], read the response header and then return a copy of it.
     pub async fn read_resp_header_parts(&mut self) -> Result<Box<ResponseHeader>> {
         self.read_response().await?;
+        // signpost patch: the header as parsed, whose maps were sized with room to spare, goes to
+        // the caller, who may add headers to it; the session keeps the copy, which a clone sizes
+        // exactly and which nothing adds to. Adding a header to the copy grew both of its maps.
         // safe to unwrap because it is just read
-        Ok(Box::new(self.resp_header().unwrap().clone()))
+        let parsed = self.response_header.as_mut().unwrap();
+        let copy = Box::new(parsed.as_ref().clone());
+        Ok(std::mem::replace(parsed, copy))
     }
 
     /// Return a reference of the [`ResponseHeader`] if the response is read

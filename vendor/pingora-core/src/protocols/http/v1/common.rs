@@ -24,6 +24,12 @@ use std::time::Duration;
 use super::body::BodyWriter;
 use crate::utils::KVRef;
 
+/// signpost patch: how many headers a parsed request or response has room for beyond its own. A
+/// proxy adds a few to what it forwards (`X-Forwarded-For` and the like upstream, a request id
+/// downstream), and `pingora-proxy` forwards the parsed header itself rather than its copy, so
+/// that adding them does not grow both of its maps.
+pub const ROOM_FOR_ADDED_HEADERS: usize = 4;
+
 pub(super) const MAX_HEADERS: usize = 256;
 
 pub(super) const INIT_HEADER_BUF_SIZE: usize = 4096;

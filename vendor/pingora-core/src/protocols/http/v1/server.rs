@@ -447,7 +447,9 @@ impl HttpSession {
                             req.method.unwrap_or(""),
                             // we path httparse to allow unsafe bytes in the str
                             req.path.unwrap_or("").as_bytes(),
-                            Some(req.headers.len()),
+                            // signpost patch: room for the headers a proxy adds to the request
+                            // it sends upstream, so that adding them does not grow both maps.
+                            Some(req.headers.len() + ROOM_FOR_ADDED_HEADERS),
                         )?);
 
                         request_header.set_version(match req.version {
