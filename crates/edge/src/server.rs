@@ -119,3 +119,110 @@ fn init_logging(format: LogFormat) {
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
     };
 }
+
+/// What the vendored pingora-core patch adds for speed (vendor/README.md), tested here because CI
+/// runs the workspace's tests and not the vendored crate's.
+#[cfg(test)]
+mod vendored_pingora_tests {
+    use std::time::{Duration, Instant};
+
+    use pingora::protocols::http::v1::common::ROOM_FOR_ADDED_HEADERS;
+    use pingora::protocols::http::v1::idle_deadline::IdleDeadline;
+    use pingora::protocols::http::v1::{client, server};
+    use tokio::io::{AsyncWriteExt, duplex};
+    use tokio::time::sleep;
+
+    /// A parsed request, which is what Pingora sends upstream, has room for the headers the edge
+    /// adds to it; so has a parsed response, which is what it sends downstream.
+    #[tokio::test]
+    async fn parsed_headers_have_room_for_the_headers_the_edge_adds() {
+        let (mut client_end, server_end) = duplex(4096);
+        let mut request = server::HttpSession::new(Box::new(server_end));
+        client_end
+            .write_all(b"GET / HTTP/1.1\r\nHost: a\r\nUser-Agent: b\r\nAccept: c\r\n\r\n")
+            .await
+            .unwrap();
+        request.read_request().await.unwrap();
+        let headers = &request.req_header().headers;
+        assert_eq!(headers.len(), 3);
+        assert!(headers.capacity() >= 3 + ROOM_FOR_ADDED_HEADERS);
+        // Room for the edge's four headers to the origin.
+        assert!(ROOM_FOR_ADDED_HEADERS >= 4);
+
+        let (mut origin_end, client_end) = duplex(4096);
+        let mut upstream = client::HttpSession::new(Box::new(client_end));
+        origin_end
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nServer: o\r\n\r\n")
+            .await
+            .unwrap();
+        let response = upstream.read_resp_header_parts().await.unwrap();
+        assert_eq!(response.headers.len(), 2);
+        assert!(response.headers.capacity() >= 2 + ROOM_FOR_ADDED_HEADERS);
+    }
+
+    #[tokio::test]
+    async fn finished_work_is_returned_and_the_timer_kept_for_the_next_wait() {
+        let mut idle = IdleDeadline::default();
+        // Work that is ready at once never arms a timer.
+        assert_eq!(idle.run(Duration::from_secs(5), async { 1 }).await, Some(1));
+        assert!(idle.armed_for().is_none());
+
+        // Work that waits arms one...
+        let waits = || async {
+            sleep(Duration::from_millis(5)).await;
+            2
+        };
+        assert_eq!(idle.run(Duration::from_secs(5), waits()).await, Some(2));
+        let armed = idle.armed_for().expect("a timer is armed for a wait that waited");
+        // ...which later waits on the same connection reuse instead of arming their own.
+        for _ in 0..3 {
+            assert_eq!(idle.run(Duration::from_secs(5), waits()).await, Some(2));
+            assert_eq!(idle.armed_for(), Some(armed));
+        }
+    }
+
+    #[tokio::test]
+    async fn work_that_outlasts_the_idle_timeout_is_cut() {
+        let mut idle = IdleDeadline::default();
+        let started = Instant::now();
+        let never = std::future::pending::<()>();
+        assert_eq!(idle.run(Duration::from_millis(50), never).await, None);
+        assert!(started.elapsed() >= Duration::from_millis(40));
+        assert!(idle.armed_for().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_timer_armed_for_an_earlier_wait_does_not_cut_a_later_one() {
+        let mut idle = IdleDeadline::default();
+        let quick = async {
+            sleep(Duration::from_millis(1)).await;
+        };
+        assert_eq!(idle.run(Duration::from_millis(200), quick).await, Some(()));
+        let first = idle.armed_for().unwrap();
+        sleep(Duration::from_millis(120)).await;
+        // This wait lasts past the first wait's deadline but not past its own.
+        let started = Instant::now();
+        let slow = async {
+            sleep(Duration::from_millis(150)).await;
+            3
+        };
+        assert_eq!(idle.run(Duration::from_millis(200), slow).await, Some(3));
+        assert!(Instant::now() > first, "the wait outlived the first timer");
+        assert!(started.elapsed() >= Duration::from_millis(140));
+        // The timer armed for the rest of this wait is kept for the next.
+        assert!(idle.armed_for().unwrap() > first);
+    }
+
+    #[tokio::test]
+    async fn a_shortened_idle_timeout_replaces_the_kept_timer() {
+        let mut idle = IdleDeadline::default();
+        let quick = async {
+            sleep(Duration::from_millis(1)).await;
+        };
+        assert_eq!(idle.run(Duration::from_secs(60), quick).await, Some(()));
+        let never = std::future::pending::<()>();
+        let started = Instant::now();
+        assert_eq!(idle.run(Duration::from_millis(50), never).await, None);
+        assert!(started.elapsed() < Duration::from_secs(5));
+    }
+}
