@@ -211,7 +211,12 @@ fn an_idle_keepalive_connection_is_closed_within_its_timeout() {
 /// earlier wait fires during a later one, which must go on to its own deadline.
 #[test]
 fn a_connection_in_use_is_not_cut_by_the_idle_timer_of_an_earlier_wait() {
-    let (_origin, edge) = echo_edge("conn-idle-busy", "[connections]\nidle_timeout = \"2s\"", "", &[]);
+    let (_origin, edge) = echo_edge(
+        "conn-idle-busy",
+        "[connections]\nidle_timeout = \"2s\"",
+        "",
+        &[],
+    );
     let mut s = connect(&edge);
     // Four requests 1.5 s apart: each wait is shorter than the idle timeout, and the second and
     // third each outlive the timer armed for the wait before.
@@ -225,7 +230,10 @@ fn a_connection_in_use_is_not_cut_by_the_idle_timer_of_an_earlier_wait() {
     let idle_from = Instant::now();
     let (rest, closed) = read_to_close(&mut s, Duration::from_secs(10));
     let held = idle_from.elapsed();
-    assert!(closed && rest.is_empty(), "closed silently when idle at last");
+    assert!(
+        closed && rest.is_empty(),
+        "closed silently when idle at last"
+    );
     assert!(
         held >= Duration::from_millis(1500) && held <= Duration::from_secs(3),
         "closed {held:?} after the last request, want 2 s (+1 s)"

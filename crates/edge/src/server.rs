@@ -173,7 +173,9 @@ mod vendored_pingora_tests {
             2
         };
         assert_eq!(idle.run(Duration::from_secs(5), waits()).await, Some(2));
-        let armed = idle.armed_for().expect("a timer is armed for a wait that waited");
+        let armed = idle
+            .armed_for()
+            .expect("a timer is armed for a wait that waited");
         // ...which later waits on the same connection reuse instead of arming their own.
         for _ in 0..3 {
             assert_eq!(idle.run(Duration::from_secs(5), waits()).await, Some(2));
