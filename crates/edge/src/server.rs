@@ -135,6 +135,12 @@ mod vendored_pingora_tests {
     // Room for the edge's four headers to the origin.
     const _: () = assert!(ROOM_FOR_ADDED_HEADERS >= 4);
 
+    /// Work that finishes with `value` after `ms` milliseconds.
+    async fn after<T>(ms: u64, value: T) -> T {
+        sleep(Duration::from_millis(ms)).await;
+        value
+    }
+
     /// A parsed request, which is what Pingora sends upstream, has room for the headers the edge
     /// adds to it; so has a parsed response, which is what it sends downstream.
     #[tokio::test]
@@ -169,17 +175,13 @@ mod vendored_pingora_tests {
         assert!(idle.armed_for().is_none());
 
         // Work that waits arms one...
-        let waits = || async {
-            sleep(Duration::from_millis(5)).await;
-            2
-        };
-        assert_eq!(idle.run(Duration::from_secs(5), waits()).await, Some(2));
+        assert_eq!(idle.run(Duration::from_secs(5), after(5, 2)).await, Some(2));
         let armed = idle
             .armed_for()
             .expect("a timer is armed for a wait that waited");
         // ...which later waits on the same connection reuse instead of arming their own.
         for _ in 0..3 {
-            assert_eq!(idle.run(Duration::from_secs(5), waits()).await, Some(2));
+            assert_eq!(idle.run(Duration::from_secs(5), after(5, 2)).await, Some(2));
             assert_eq!(idle.armed_for(), Some(armed));
         }
     }
@@ -197,19 +199,18 @@ mod vendored_pingora_tests {
     #[tokio::test]
     async fn a_timer_armed_for_an_earlier_wait_does_not_cut_a_later_one() {
         let mut idle = IdleDeadline::default();
-        let quick = async {
-            sleep(Duration::from_millis(1)).await;
-        };
-        assert_eq!(idle.run(Duration::from_millis(200), quick).await, Some(()));
+        assert_eq!(
+            idle.run(Duration::from_millis(200), after(1, ())).await,
+            Some(())
+        );
         let first = idle.armed_for().unwrap();
         sleep(Duration::from_millis(120)).await;
         // This wait lasts past the first wait's deadline but not past its own.
         let started = Instant::now();
-        let slow = async {
-            sleep(Duration::from_millis(150)).await;
-            3
-        };
-        assert_eq!(idle.run(Duration::from_millis(200), slow).await, Some(3));
+        assert_eq!(
+            idle.run(Duration::from_millis(200), after(150, 3)).await,
+            Some(3)
+        );
         assert!(Instant::now() > first, "the wait outlived the first timer");
         assert!(started.elapsed() >= Duration::from_millis(140));
         // The timer armed for the rest of this wait is kept for the next.
@@ -219,10 +220,10 @@ mod vendored_pingora_tests {
     #[tokio::test]
     async fn a_shortened_idle_timeout_replaces_the_kept_timer() {
         let mut idle = IdleDeadline::default();
-        let quick = async {
-            sleep(Duration::from_millis(1)).await;
-        };
-        assert_eq!(idle.run(Duration::from_secs(60), quick).await, Some(()));
+        assert_eq!(
+            idle.run(Duration::from_secs(60), after(1, ())).await,
+            Some(())
+        );
         let never = std::future::pending::<()>();
         let started = Instant::now();
         assert_eq!(idle.run(Duration::from_millis(50), never).await, None);
