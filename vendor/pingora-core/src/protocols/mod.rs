@@ -104,6 +104,9 @@ pub trait IO:
     fn as_any(&self) -> &dyn Any;
     /// helper to cast back of the concrete type
     fn into_any(self: Box<Self>) -> Box<dyn Any>;
+    /// signpost patch: helper to cast as the mutable reference of the concrete type (a client
+    /// session keeps its read timer in an [`l4::stream::Stream`] between requests).
+    fn as_any_mut(&mut self) -> &mut dyn Any;
 }
 
 impl<
@@ -128,6 +131,9 @@ where
         self
     }
     fn into_any(self: Box<Self>) -> Box<dyn Any> {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
         self
     }
 }

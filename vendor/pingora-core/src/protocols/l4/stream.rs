@@ -36,6 +36,8 @@ use tokio::net::TcpStream;
 #[cfg(unix)]
 use tokio::net::UnixStream;
 
+// signpost patch: the kept read timer of a pooled connection.
+use crate::protocols::http::v1::idle_deadline::IdleDeadline;
 use crate::protocols::l4::ext::{set_tcp_keepalive, TcpKeepalive};
 use crate::protocols::l4::virt;
 use crate::protocols::raw_connect::ProxyDigest;
@@ -540,6 +542,10 @@ pub struct Stream {
     write_pending_time: AccumulatedDuration,
     /// Last rx timestamp associated with the last recvmsg call.
     pub rx_ts: Option<SystemTime>,
+    /// signpost patch: the read timer of an HTTP/1 client session on this connection, kept
+    /// while the connection waits in the pool so that its next request's reads can use it (see
+    /// `v1::client::HttpSession::new`).
+    pub(crate) kept_read_timer: IdleDeadline,
 }
 
 impl Stream {
@@ -660,6 +666,7 @@ impl From<TcpStream> for Stream {
             read_pending_time: AccumulatedDuration::new(),
             write_pending_time: AccumulatedDuration::new(),
             rx_ts: None,
+            kept_read_timer: IdleDeadline::default(),
         }
     }
 }
@@ -683,6 +690,7 @@ impl From<virt::VirtualSocketStream> for Stream {
             read_pending_time: AccumulatedDuration::new(),
             write_pending_time: AccumulatedDuration::new(),
             rx_ts: None,
+            kept_read_timer: IdleDeadline::default(),
         }
     }
 }
@@ -707,6 +715,7 @@ impl From<UnixStream> for Stream {
             read_pending_time: AccumulatedDuration::new(),
             write_pending_time: AccumulatedDuration::new(),
             rx_ts: None,
+            kept_read_timer: IdleDeadline::default(),
         }
     }
 }

@@ -27,7 +27,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::body::{BodyReader, BodyWriter};
 use super::common::*;
+// signpost patch: the read timer kept across reads and requests.
+use super::idle_deadline::IdleDeadline;
 use crate::protocols::http::HttpTask;
+use crate::protocols::l4;
 use crate::protocols::{Digest, SocketAddr, Stream, UniqueID, UniqueIDType};
 use crate::utils::{BufRef, KVRef};
 
@@ -67,12 +70,22 @@ pub struct HttpSession {
     // If allowed, does not fail with error on invalid content-length
     // (treats as close-delimited response).
     allow_h1_response_invalid_content_length: bool,
+    /// signpost patch: the timer of `read_timeout`, kept across reads and, on a pooled
+    /// connection, across requests (see [`IdleDeadline`]).
+    read_deadline: IdleDeadline,
 }
 
 /// HTTP 1.x client session
 impl HttpSession {
     /// Create a new http client session from an established (TCP or TLS) [`Stream`].
-    pub fn new(stream: Stream) -> Self {
+    pub fn new(mut stream: Stream) -> Self {
+        // signpost patch: a pooled plain connection hands over the read timer its last session
+        // kept (TLS streams are another type: their sessions arm their own).
+        let read_deadline = stream
+            .as_any_mut()
+            .downcast_mut::<l4::stream::Stream>()
+            .map(|s| std::mem::take(&mut s.kept_read_timer))
+            .unwrap_or_default();
         // TODO: maybe we should put digest in the connection itself
         let digest = Box::new(Digest {
             ssl_digest: stream.get_ssl_digest(),
@@ -100,7 +113,13 @@ impl HttpSession {
             received_upgrade_req_body: false,
             close_delimited_resp: false,
             allow_h1_response_invalid_content_length: false,
+            read_deadline,
         }
+    }
+
+    /// signpost patch: the instant the kept read timer fires at, if one is armed (for tests).
+    pub fn read_timer_armed_for(&self) -> Option<std::time::Instant> {
+        self.read_deadline.armed_for()
     }
 
     /// Create a new http client session and apply peer options
@@ -390,9 +409,10 @@ impl HttpSession {
                 .underlying_stream
                 .read_buf(&mut self.response_header_read_buf);
             let read_result = match self.read_timeout {
-                Some(t) => match timeout(t, read_fut).await {
-                    Ok(res) => res,
-                    Err(_) => {
+                // signpost patch: the kept timer rather than one armed per read; same deadline.
+                Some(t) => match self.read_deadline.run(t, read_fut).await {
+                    Some(res) => res,
+                    None => {
                         return self.fail_response_header_read(Error::explain(
                             ReadTimedout,
                             "while reading response headers",
@@ -484,10 +504,20 @@ impl HttpSession {
     /// Return `Ok(None)` if there is no more body to read.
     pub async fn read_body_ref(&mut self) -> Result<Option<&[u8]>> {
         let result = match self.read_timeout {
-            Some(t) => match timeout(t, self.do_read_body()).await {
-                Ok(res) => res,
-                Err(_) => Error::e_explain(ReadTimedout, format!("reading body, timeout: {t:?}")),
-            },
+            // signpost patch: the kept timer rather than one armed per read; same deadline. It is
+            // taken out while the read borrows the session (a cancelled read drops it: the next
+            // read arms a new one).
+            Some(t) => {
+                let mut deadline = std::mem::take(&mut self.read_deadline);
+                let read = deadline.run(t, self.do_read_body()).await;
+                self.read_deadline = deadline;
+                match read {
+                    Some(res) => res,
+                    None => {
+                        Error::e_explain(ReadTimedout, format!("reading body, timeout: {t:?}"))
+                    }
+                }
+            }
             None => self.do_read_body().await,
         };
 
@@ -676,7 +706,17 @@ impl HttpSession {
                 self.shutdown().await;
                 None
             }
-            _ => Some(self.underlying_stream),
+            _ => {
+                // signpost patch: the connection keeps the read timer for its next session.
+                if let Some(s) = self
+                    .underlying_stream
+                    .as_any_mut()
+                    .downcast_mut::<l4::stream::Stream>()
+                {
+                    s.kept_read_timer = std::mem::take(&mut self.read_deadline);
+                }
+                Some(self.underlying_stream)
+            }
         }
     }
 

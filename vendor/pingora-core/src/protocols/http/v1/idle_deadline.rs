@@ -1,11 +1,13 @@
 // signpost patch: this whole file.
 
-//! One keep-alive idle timer per connection, rather than one per wait.
+//! One idle timer per connection, rather than one per wait.
 //!
 //! Pingora armed a new fast timer for every read that waits for the next request on a
-//! kept-alive connection: a clock read, a registration in the timer table, a boxed future and a
+//! kept-alive connection, and for every read of an origin's response that has to wait (its
+//! `read_timeout`): a clock read, a registration in the timer table, a boxed future and a
 //! waiter, once per request. An [`IdleDeadline`] keeps the timer it armed across the
-//! connection's requests. When that timer fires before the current wait's deadline (it was armed
+//! connection's requests (a client connection keeps it in the pool, in its
+//! `l4::stream::Stream`). When that timer fires before the current wait's deadline (it was armed
 //! for an earlier wait), it arms one more for what is left of the wait; a busy connection arms
 //! about one timer per idle timeout instead of one per request. The deadline itself is the same
 //! as before: `idle` after the wait begins, to the fast timer's 10 ms resolution.
@@ -22,14 +24,15 @@ type Timer = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 /// The idle timer of one connection, carried from each request's session to the next.
 #[derive(Default)]
 pub struct IdleDeadline {
-    /// The timer armed last, and the instant it was armed to fire at.
-    armed: Option<(Instant, Timer)>,
+    /// The timer armed last, and the instant it was armed to fire at; boxed, so that the
+    /// sessions and connections that carry it (and are moved as futures run) grow by a pointer.
+    armed: Option<Box<(Instant, Timer)>>,
 }
 
 impl std::fmt::Debug for IdleDeadline {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IdleDeadline")
-            .field("armed_for", &self.armed.as_ref().map(|(at, _)| at))
+            .field("armed_for", &self.armed_for())
             .finish()
     }
 }
@@ -38,30 +41,39 @@ impl IdleDeadline {
     /// Runs `work` until it finishes (`Some` of its output) or until `idle` has passed since
     /// this call (`None`).
     pub async fn run<F: Future>(&mut self, idle: Duration, work: F) -> Option<F::Output> {
-        let deadline = Instant::now() + idle;
         let mut work = pin!(work);
+        // The deadline is taken at the first poll that has to wait (this call's first poll): work
+        // that is ready at once, such as a read of bytes already buffered, reads no clock.
+        let mut deadline = None;
         poll_fn(|cx| {
             if let Poll::Ready(output) = work.as_mut().poll(cx) {
                 return Poll::Ready(Some(output));
             }
+            let mut now = None;
+            let deadline = *deadline.get_or_insert_with(|| {
+                let at = Instant::now();
+                now = Some(at);
+                at + idle
+            });
             loop {
-                // A timer armed for a later instant (the idle timeout was shortened) would fire
-                // too late: it is replaced. One armed for an earlier wait is kept.
+                // A timer armed for a later instant (the timeout was shortened) would fire too
+                // late: it is replaced. One armed for an earlier wait is kept.
                 let (armed_for, timer) = match &mut self.armed {
-                    Some((at, timer)) if *at <= deadline => (*at, timer),
+                    Some(armed) if armed.0 <= deadline => (armed.0, &mut armed.1),
                     slot => {
-                        let rest = deadline.saturating_duration_since(Instant::now());
-                        let (at, timer) =
-                            slot.insert((deadline, FastOrTokioTimeout::create(rest).timeout()));
-                        (*at, timer)
+                        let from = now.take().unwrap_or_else(Instant::now);
+                        let rest = deadline.saturating_duration_since(from);
+                        let timer = FastOrTokioTimeout::create(rest).timeout();
+                        let armed = slot.insert(Box::new((deadline, timer)));
+                        (armed.0, &mut armed.1)
                     }
                 };
                 if timer.as_mut().poll(cx).is_pending() {
                     return Poll::Pending;
                 }
                 self.armed = None;
-                // The timer of this wait fired: the connection was idle for `idle`. One armed for
-                // an earlier wait fired early for this one: arm one for what is left.
+                // The timer of this wait fired: the work made no progress for `idle`. One armed
+                // for an earlier wait fired early for this one: arm one for what is left.
                 if armed_for >= deadline || Instant::now() >= deadline {
                     return Poll::Ready(None);
                 }
@@ -72,7 +84,7 @@ impl IdleDeadline {
 
     /// The instant the kept timer was armed to fire at, if one is armed.
     pub fn armed_for(&self) -> Option<Instant> {
-        self.armed.as_ref().map(|(at, _)| *at)
+        self.armed.as_ref().map(|armed| armed.0)
     }
 }
 
