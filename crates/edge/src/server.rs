@@ -129,7 +129,7 @@ mod vendored_pingora_tests {
     use pingora::protocols::http::v1::common::ROOM_FOR_ADDED_HEADERS;
     use pingora::protocols::http::v1::idle_deadline::IdleDeadline;
     use pingora::protocols::http::v1::{client, server};
-    use tokio::io::{AsyncWriteExt, duplex};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt, duplex};
     use tokio::time::sleep;
 
     // Room for the edge's four headers to the origin.
@@ -215,6 +215,103 @@ mod vendored_pingora_tests {
         assert!(started.elapsed() >= Duration::from_millis(140));
         // The timer armed for the rest of this wait is kept for the next.
         assert!(idle.armed_for().unwrap() > first);
+    }
+
+    /// A request for the origin on `conn`: reads its head.
+    async fn read_head(conn: &mut tokio::net::TcpStream) {
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            assert_eq!(
+                conn.read(&mut byte).await.unwrap(),
+                1,
+                "the request head ends"
+            );
+            head.push(byte[0]);
+        }
+    }
+
+    fn origin_request() -> Box<pingora::http::RequestHeader> {
+        let mut request = pingora::http::RequestHeader::build("GET", b"/", None).unwrap();
+        request.insert_header("Host", "origin").unwrap();
+        Box::new(request)
+    }
+
+    /// An origin connection goes back to the pool with the read timer its session armed, and
+    /// the next session's reads use it instead of arming their own; a read is still cut one
+    /// read timeout after it began, not when the kept timer was armed to fire.
+    #[tokio::test]
+    async fn a_pooled_origin_connection_keeps_its_read_timer_for_the_next_request() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let origin = tokio::spawn(async move {
+            let (mut conn, _) = listener.accept().await.unwrap();
+            // Two answers, each after a wait, so that each response read has to wait; then a
+            // request it never answers.
+            for _ in 0..2 {
+                read_head(&mut conn).await;
+                sleep(Duration::from_millis(20)).await;
+                conn.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    .await
+                    .unwrap();
+            }
+            read_head(&mut conn).await;
+            sleep(Duration::from_secs(10)).await;
+        });
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut stream: pingora::protocols::Stream =
+            Box::new(pingora::protocols::l4::stream::Stream::from(tcp));
+        let read_timeout = Duration::from_secs(1);
+
+        let mut kept = None;
+        for request in 0..2 {
+            let mut session = client::HttpSession::new(stream);
+            assert_eq!(session.read_timer_armed_for(), kept, "request {request}");
+            session.read_timeout = Some(read_timeout);
+            session
+                .write_request_header(origin_request())
+                .await
+                .unwrap();
+            session.read_response().await.unwrap();
+            while session.read_body_bytes().await.unwrap().is_some() {}
+            let armed = session
+                .read_timer_armed_for()
+                .expect("the response read waited: a timer is armed");
+            if let Some(first) = kept {
+                assert_eq!(
+                    armed, first,
+                    "the second request used the first one's timer"
+                );
+            }
+            kept = Some(armed);
+            session.respect_keepalive();
+            stream = session
+                .reuse()
+                .await
+                .expect("a kept-alive connection is reusable");
+        }
+
+        // The kept timer fires while this read waits; the read goes on to its own deadline.
+        sleep(Duration::from_millis(300)).await;
+        let mut session = client::HttpSession::new(stream);
+        session.read_timeout = Some(read_timeout);
+        session
+            .write_request_header(origin_request())
+            .await
+            .unwrap();
+        let started = Instant::now();
+        let error = session.read_response().await.unwrap_err();
+        assert_eq!(error.etype(), &pingora::ErrorType::ReadTimedout);
+        assert!(
+            Instant::now() > kept.unwrap(),
+            "the kept timer's instant passed"
+        );
+        let waited = started.elapsed();
+        assert!(
+            waited >= read_timeout - Duration::from_millis(20) && waited < Duration::from_secs(3),
+            "cut after {waited:?}"
+        );
+        origin.abort();
     }
 
     #[tokio::test]
