@@ -16,7 +16,7 @@ use pingora_timeout::fast_timeout::FastOrTokioTimeout;
 use pingora_timeout::ToTimeout;
 use std::future::{poll_fn, Future};
 use std::pin::{pin, Pin};
-use std::task::Poll;
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
 type Timer = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
@@ -24,9 +24,17 @@ type Timer = Pin<Box<dyn Future<Output = ()> + Send + Sync>>;
 /// The idle timer of one connection, carried from each request's session to the next.
 #[derive(Default)]
 pub struct IdleDeadline {
-    /// The timer armed last, and the instant it was armed to fire at; boxed, so that the
-    /// sessions and connections that carry it (and are moved as futures run) grow by a pointer.
-    armed: Option<Box<(Instant, Timer)>>,
+    /// The timer armed last; boxed, so that the sessions and connections that carry it (and are
+    /// moved as futures run) grow by a pointer.
+    armed: Option<Box<Armed>>,
+}
+
+struct Armed {
+    /// The instant the timer was armed to fire at: it fires then or later, never before.
+    at: Instant,
+    timer: Timer,
+    /// The waker the timer last returned `Pending` to: it wakes that task when it fires.
+    polled_with: Option<Waker>,
 }
 
 impl std::fmt::Debug for IdleDeadline {
@@ -58,25 +66,44 @@ impl IdleDeadline {
             loop {
                 // A timer armed for a later instant (the timeout was shortened) would fire too
                 // late: it is replaced. One armed for an earlier wait is kept.
-                let (armed_for, timer) = match &mut self.armed {
-                    Some(armed) if armed.0 <= deadline => (armed.0, &mut armed.1),
+                let armed = match &mut self.armed {
+                    Some(armed) if armed.at <= deadline => armed,
                     slot => {
-                        let from = now.take().unwrap_or_else(Instant::now);
-                        let rest = deadline.saturating_duration_since(from);
-                        let timer = FastOrTokioTimeout::create(rest).timeout();
-                        let armed = slot.insert(Box::new((deadline, timer)));
-                        (armed.0, &mut armed.1)
+                        let from = *now.get_or_insert_with(Instant::now);
+                        let timer =
+                            FastOrTokioTimeout::create(deadline.saturating_duration_since(from))
+                                .timeout();
+                        slot.insert(Box::new(Armed {
+                            at: deadline,
+                            timer,
+                            polled_with: None,
+                        }))
                     }
                 };
-                if timer.as_mut().poll(cx).is_pending() {
+                // A timer that returned `Pending` to this task will wake it when it fires, and
+                // it cannot have fired before its instant: polling it again would only register
+                // the same waker once more (a lock in the timer's `Notify`).
+                let same_task = armed
+                    .polled_with
+                    .as_ref()
+                    .is_some_and(|w| w.will_wake(cx.waker()));
+                if same_task && *now.get_or_insert_with(Instant::now) < armed.at {
                     return Poll::Pending;
                 }
+                if armed.timer.as_mut().poll(cx).is_pending() {
+                    if !same_task {
+                        armed.polled_with = Some(cx.waker().clone());
+                    }
+                    return Poll::Pending;
+                }
+                let armed_for = armed.at;
                 self.armed = None;
                 // The timer of this wait fired: the work made no progress for `idle`. One armed
                 // for an earlier wait fired early for this one: arm one for what is left.
                 if armed_for >= deadline || Instant::now() >= deadline {
                     return Poll::Ready(None);
                 }
+                now = None;
             }
         })
         .await
@@ -84,7 +111,7 @@ impl IdleDeadline {
 
     /// The instant the kept timer was armed to fire at, if one is armed.
     pub fn armed_for(&self) -> Option<Instant> {
-        self.armed.as_ref().map(|armed| armed.0)
+        self.armed.as_ref().map(|armed| armed.at)
     }
 }
 
