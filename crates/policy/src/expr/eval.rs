@@ -19,11 +19,9 @@ pub(crate) struct Cx<'r> {
     pub client_ip: IpAddr,
     /// `http.host`: the host name in lower case, without a port or a trailing dot.
     pub host: Cow<'r, str>,
-    /// `http.request.uri.path`: normalised as the origin will resolve it (see `crate::path`).
-    pub path: Cow<'r, str>,
-    /// The path exactly as sent.
-    pub raw_path: &'r str,
-    pub query: &'r str,
+    /// `http.request.uri.path`, worked out at its first use (a policy without rules that read
+    /// the path never pays for it): see [`Cx::path`].
+    path: OnceCell<Cow<'r, str>>,
     country_db: Option<&'r CountryDb>,
     asn_db: Option<&'r AsnDb>,
     country: OnceCell<Option<Country>>,
@@ -52,17 +50,11 @@ impl<'r> Cx<'r> {
         country_db: Option<&'r CountryDb>,
         asn_db: Option<&'r AsnDb>,
     ) -> Self {
-        let (raw_path, query) = match facts.uri.split_once('?') {
-            Some((p, q)) => (p, q),
-            None => (facts.uri, ""),
-        };
         Cx {
             facts,
             client_ip,
             host,
-            path: crate::path::normalized_path(raw_path),
-            raw_path,
-            query,
+            path: OnceCell::new(),
             country_db,
             asn_db,
             country: OnceCell::new(),
@@ -72,9 +64,31 @@ impl<'r> Cx<'r> {
         }
     }
 
+    /// The path exactly as sent.
+    pub(crate) fn raw_path(&self) -> &'r str {
+        let uri = self.facts.uri;
+        uri.find('?').map_or(uri, |i| &uri[..i])
+    }
+
+    /// The query as sent, without the `?`.
+    pub(crate) fn query(&self) -> &'r str {
+        let uri = self.facts.uri;
+        uri.find('?').map_or("", |i| &uri[i + 1..])
+    }
+
+    /// `http.request.uri.path`: normalised as the origin will resolve it (see `crate::path`).
+    pub(crate) fn path(&self) -> &str {
+        self.normalized_path()
+    }
+
+    fn normalized_path(&self) -> &Cow<'r, str> {
+        self.path
+            .get_or_init(|| crate::path::normalized_path(self.raw_path()))
+    }
+
     /// `http.request.uri`: the normalised path and the query as sent.
     pub(crate) fn uri(&self) -> &str {
-        match &self.path {
+        match self.normalized_path() {
             Cow::Borrowed(_) => self.facts.uri,
             Cow::Owned(path) => self.uri.get_or_init(|| {
                 let query = self
@@ -265,9 +279,9 @@ pub(crate) fn field_str<'a>(f: &'a Field, cx: &'a Cx<'_>) -> Cow<'a, str> {
         Field::Method => cx.facts.method,
         Field::Uri => cx.uri(),
         Field::RawUri => cx.facts.uri,
-        Field::Path => &cx.path,
-        Field::RawPath => cx.raw_path,
-        Field::Query => cx.query,
+        Field::Path => cx.path(),
+        Field::RawPath => cx.raw_path(),
+        Field::Query => cx.query(),
         Field::FullUri => cx.full_uri.get_or_init(|| {
             // The authority as sent (with its port), in lower case like `http.host`.
             let scheme = if cx.facts.tls { "https" } else { "http" };

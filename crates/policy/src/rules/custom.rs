@@ -102,6 +102,9 @@ impl CustomRules {
     /// rate limits (a break with no refusal), `log` notes the rule and goes on. The index only
     /// leaves out rules that cannot match, and yields the others in file order.
     pub(crate) fn check(&self, cx: &Cx<'_>, decision: &mut Decision) -> ControlFlow<()> {
+        if self.rules.is_empty() {
+            return ControlFlow::Continue(());
+        }
         for i in self.index.candidates(cx) {
             let r = &self.rules[i];
             if !r.filter.matches(cx) {

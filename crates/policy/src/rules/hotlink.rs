@@ -81,7 +81,7 @@ impl HotlinkSpec {
     }
 
     fn is_hotlink(&self, cx: &Cx<'_>, zone_hosts: Option<&HostTable>) -> bool {
-        let Some(ext) = path_extension(&cx.path) else {
+        let Some(ext) = path_extension(cx.path()) else {
             return false;
         };
         if ext.len() > 16 || !self.extensions.iter().any(|e| e.eq_ignore_ascii_case(&ext)) {

@@ -290,7 +290,7 @@ fn key_bytes(characteristics: &[Characteristic], cx: &Cx<'_>, mut out: impl FnMu
                 std::net::IpAddr::V6(v6) => out(&v6.octets()),
             },
             Characteristic::Host => out(cx.host.as_bytes()),
-            Characteristic::Path => out(cx.path.as_bytes()),
+            Characteristic::Path => out(cx.path().as_bytes()),
             Characteristic::Header(name) => out(cx.header(name).as_bytes()),
         }
         out(&[0xff]);
