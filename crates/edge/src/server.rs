@@ -196,6 +196,32 @@ mod vendored_pingora_tests {
         assert!(idle.armed_for().is_none());
     }
 
+    /// Work that wakes its task again and again without finishing (as a read woken by bytes
+    /// that do not complete it is): the kept timer, not polled again while its instant is still
+    /// to come, still ends the wait at the deadline.
+    #[tokio::test]
+    async fn work_that_keeps_waking_its_task_is_still_cut() {
+        let mut idle = IdleDeadline::default();
+        let started = Instant::now();
+        let restless = async {
+            loop {
+                tokio::task::yield_now().await;
+            }
+        };
+        let cut = tokio::time::timeout(
+            Duration::from_secs(5),
+            idle.run(Duration::from_millis(50), restless),
+        )
+        .await
+        .expect("the wait ends");
+        assert_eq!(cut, None);
+        let waited = started.elapsed();
+        assert!(
+            waited >= Duration::from_millis(40) && waited < Duration::from_secs(2),
+            "cut after {waited:?}"
+        );
+    }
+
     #[tokio::test]
     async fn a_timer_armed_for_an_earlier_wait_does_not_cut_a_later_one() {
         let mut idle = IdleDeadline::default();
