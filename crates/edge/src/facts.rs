@@ -47,7 +47,9 @@ pub fn request_host(session: &Session) -> Cow<'_, str> {
     }
     req.headers
         .get(http::header::HOST)
-        .map_or(Cow::Borrowed(""), |v| String::from_utf8_lossy(v.as_bytes()))
+        .map_or(Cow::Borrowed(""), |v| {
+            signpost_policy::lossy_utf8(v.as_bytes())
+        })
 }
 
 /// The request's `Accept`, every field line of it: RFC 9110 reads repeated lines as one list.

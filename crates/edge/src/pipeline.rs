@@ -400,6 +400,15 @@ impl ProxyHttp for Edge {
             return Ok(true);
         }
 
+        // The request's body framing, read once for the two steps below.
+        let transfer_encoding = session
+            .req_header()
+            .headers
+            .get(http::header::TRANSFER_ENCODING);
+        let has_transfer_encoding = transfer_encoding.is_some();
+        let chunked =
+            transfer_encoding.is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"chunked"));
+
         // 4. What the zone does not accept: TRACE and TRACK (they echo the request, Cookie
         //    included, back to whoever can read the response), and a declared body over its limit.
         if let Some(zone) = self.zone(ctx) {
@@ -408,7 +417,7 @@ impl ProxyHttp for Edge {
                 && (method.eq_ignore_ascii_case("TRACE") || method.eq_ignore_ascii_case("TRACK"))
             {
                 Some(Code::METHOD_NOT_ALLOWED)
-            } else if declared_body_len(session.req_header())
+            } else if declared_body_len(session.req_header(), has_transfer_encoding)
                 .is_some_and(|n| n > zone.max_body_size)
             {
                 // The body is left unread: the connection cannot carry another request.
@@ -425,7 +434,8 @@ impl ProxyHttp for Edge {
 
         // 5. A chunked body is parsed as far as it arrived before the origin is contacted, so
         //    that a body that cannot be parsed is answered 400 without the origin seeing it.
-        if wants_preread(session)
+        if chunked
+            && wants_preread(session)
             && let Err(e) = Box::pin(self.preread_chunked_body(session, ctx)).await
         {
             let code = match rescue(&e) {
@@ -747,16 +757,12 @@ impl Edge {
     }
 }
 
-/// Whether the start of the request's body is read before the origin is contacted: a chunked
-/// body whose head is small enough that what arrived with it fits Pingora's retry buffer, and
-/// no `Expect` (the client waits for an answer before it sends the body).
+/// Whether the start of a chunked request body is read before the origin is contacted: its
+/// head is small enough that what arrived with it fits Pingora's retry buffer, and there is no
+/// `Expect` (the client waits for an answer before it sends the body).
 fn wants_preread(session: &mut Session) -> bool {
     let req = session.req_header();
-    let chunked = req
-        .headers
-        .get(http::header::TRANSFER_ENCODING)
-        .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"chunked"));
-    if !chunked || req.headers.contains_key(http::header::EXPECT) {
+    if req.headers.contains_key(http::header::EXPECT) {
         return false;
     }
     let head_len = req.raw_path().len()
@@ -824,10 +830,10 @@ fn unacceptable_head(req: &RequestHeader) -> Option<Code> {
     (header_bytes > MAX_HEADER_BYTES).then_some(Code::HEADERS_TOO_LARGE)
 }
 
-/// The body length a request declares with Content-Length, when it uses one (chunked bodies
-/// are counted as they arrive instead).
-fn declared_body_len(req: &RequestHeader) -> Option<u64> {
-    if req.headers.contains_key(http::header::TRANSFER_ENCODING) {
+/// The body length a request declares with Content-Length, when it uses one: not with a
+/// Transfer-Encoding (chunked bodies are counted as they arrive instead).
+fn declared_body_len(req: &RequestHeader, has_transfer_encoding: bool) -> Option<u64> {
+    if has_transfer_encoding {
         return None;
     }
     req.headers

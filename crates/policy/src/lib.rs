@@ -90,3 +90,25 @@ pub use policy::{
 };
 pub use ratelimit::DEFAULT_MAX_KEYS;
 pub use signpost_problem::Code;
+
+/// Request text as a `str`, as `String::from_utf8_lossy` reads it (each byte that is not UTF-8
+/// reads as U+FFFD), through the standard validator first: valid text, the usual case, is
+/// borrowed after one quick pass instead of being walked chunk by chunk.
+pub fn lossy_utf8(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => std::borrow::Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
+#[cfg(test)]
+mod lossy_tests {
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn lossy_utf8_reads_as_from_utf8_lossy(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+            prop_assert_eq!(super::lossy_utf8(&bytes), String::from_utf8_lossy(&bytes));
+        }
+    }
+}

@@ -135,7 +135,7 @@ impl<'r> Cx<'r> {
         let mut values = headers
             .get_all(name)
             .iter()
-            .map(|v| String::from_utf8_lossy(v.as_bytes()));
+            .map(|v| crate::lossy_utf8(v.as_bytes()));
         let Some(first) = values.next() else {
             return Cow::Borrowed("");
         };
