@@ -58,6 +58,9 @@ target_dir() {
   cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])'
 }
 
+# What wrk runs under (a script may set it to `taskset -c 0` to pin it to a core).
+wrk_prefix=(env)
+
 # One wrk run of $seconds with $connections against url $1 with headers $2...; prints
 # "req/s p50 p99 non-2xx requests".
 wrk_measure() {
@@ -65,7 +68,7 @@ wrk_measure() {
   shift
   local headers=() out
   for h in "$@"; do headers+=(-H "$h"); done
-  out=$(wrk -t1 -c"$connections" -d"${seconds}s" --latency "${headers[@]}" "$url")
+  out=$("${wrk_prefix[@]}" wrk -t1 -c"$connections" -d"${seconds}s" --latency "${headers[@]}" "$url")
   awk '/Requests\/sec/ {rps=$2} $1=="50%" {p50=$2} $1=="99%" {p99=$2} /Non-2xx/ {n=$NF}
        / requests in / {req=$1}
        END {printf "%s %s %s %s %s\n", rps, p50, p99, (n == "" ? 0 : n), req}' <<<"$out"

@@ -18,6 +18,11 @@
 # What it leaves out: TLS, large bodies, and an isolated machine:
 # wrk, the proxy and the origin share this machine's cores, so compare rows of one run, not
 # runs of different days. Results are appended to bench/results.md with the command line.
+#
+# LOAD_PIN=1 pins the proxies (bare, signpost) to core 1 and wrk and nginx (origin, and proxy
+# in its row) to core 0, so that the proxy measured has a core to itself and does not share its
+# caches with the load generator: its rate then follows its own cost per request. The nginx
+# proxy row is then not comparable (it shares core 0 with wrk and its origin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +35,16 @@ done
 
 . bench/lib.sh
 bench_scratch
+
+pin_proxy=(env)
+pin_note=
+if [ "${LOAD_PIN:-0}" = 1 ]; then
+  command -v taskset >/dev/null || { echo "LOAD_PIN=1 needs taskset (util-linux)" >&2; exit 1; }
+  [ "$(nproc)" -ge 2 ] || { echo "LOAD_PIN=1 needs two cores" >&2; exit 1; }
+  pin_proxy=(taskset -c 1)
+  wrk_prefix=(taskset -c 0)
+  pin_note="LOAD_PIN=1 "
+fi
 
 origin_port=$(free_port); signpost_port=$(free_port); admin_port=$(free_port); bare_port=$(free_port); nginx_proxy_port=$(free_port)
 real_port=$(free_port); real_admin_port=$(free_port)
@@ -50,6 +65,10 @@ start_nginx "$origin_port" \
     location / { proxy_pass http://origin; proxy_http_version 1.1; proxy_set_header Connection \"\"; }
     location = /429 { default_type application/json; return 429 \"$static_429\"; }
   }"
+if [ "${LOAD_PIN:-0}" = 1 ]; then
+  nginx_master=$(cat "$work/nginx.pid")
+  for pid in "$nginx_master" $(pgrep -P "$nginx_master"); do taskset -a -pc 0 "$pid" >/dev/null; done
+fi
 
 cat > "$work/policy.toml" <<EOF
 listen = ["127.0.0.1:$signpost_port"]
@@ -62,7 +81,7 @@ name = "bench"
 hosts = ["localhost", "127.0.0.1"]
 origin = "127.0.0.1:$origin_port"
 EOF
-RUST_LOG=warn "$target/release/signpost" run --config "$work/policy.toml" --threads 1 2>"$work/signpost.log" &
+RUST_LOG=warn "${pin_proxy[@]}" "$target/release/signpost" run --config "$work/policy.toml" --threads 1 2>"$work/signpost.log" &
 pids+=($!)
 signpost_pid=$!
 # The realistic policy of the criterion benchmark (10,000 CIDRs, geo rules when ../shared has the
@@ -73,10 +92,10 @@ signpost_pid=$!
   printf '[connections]\nmax_per_client = 1000000\n'
   cargo run --release --locked -q -p signpost-bench --example realistic_policy | sed "s/127.0.0.1:8000/127.0.0.1:$origin_port/"
 } > "$work/realistic.toml"
-RUST_LOG=warn "$target/release/signpost" run --config "$work/realistic.toml" --threads 1 2>"$work/realistic.log" &
+RUST_LOG=warn "${pin_proxy[@]}" "$target/release/signpost" run --config "$work/realistic.toml" --threads 1 2>"$work/realistic.log" &
 pids+=($!)
 realistic_pid=$!
-"$target/release/examples/bare_proxy" "127.0.0.1:$bare_port" "127.0.0.1:$origin_port" 1 2>"$work/bare.log" &
+"${pin_proxy[@]}" "$target/release/examples/bare_proxy" "127.0.0.1:$bare_port" "127.0.0.1:$origin_port" 1 2>"$work/bare.log" &
 pids+=($!)
 bare_pid=$!
 wait_port "$signpost_port"; wait_port "$bare_port"; wait_port "$nginx_proxy_port"; wait_port "$real_port"
@@ -122,7 +141,7 @@ done
   echo
   echo "### $(date -u +%Y-%m-%dT%H:%MZ), ${rounds} interleaved rounds, ${seconds}s per row, ${connections} connections, $(nproc) cores"
   echo
-  echo "Command: \`bench/load.sh $seconds $connections $rounds\` (wrk -t1; nginx, the bare Pingora proxy and signpost each run one worker thread; CPU: user and system time of the answering process over the row, per request)"
+  echo "Command: \`${pin_note}bench/load.sh $seconds $connections $rounds\` (wrk -t1; nginx, the bare Pingora proxy and signpost each run one worker thread; CPU: user and system time of the answering process over the row, per request)"
   echo
   python3 - "$raw" <<'PY'
 import statistics, sys
