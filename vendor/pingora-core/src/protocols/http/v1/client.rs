@@ -75,16 +75,23 @@ pub struct HttpSession {
     read_deadline: IdleDeadline,
 }
 
+/// signpost patch: where a connection keeps its read timer between sessions: in a plain
+/// connection's `l4::stream::Stream` (a TLS stream is another type and keeps none).
+fn kept_read_timer(stream: &mut Stream) -> Option<&mut IdleDeadline> {
+    stream
+        .as_any_mut()
+        .downcast_mut::<l4::stream::Stream>()
+        .map(|s| &mut s.kept_read_timer)
+}
+
 /// HTTP 1.x client session
 impl HttpSession {
     /// Create a new http client session from an established (TCP or TLS) [`Stream`].
     pub fn new(mut stream: Stream) -> Self {
         // signpost patch: a pooled plain connection hands over the read timer its last session
         // kept (TLS streams are another type: their sessions arm their own).
-        let read_deadline = stream
-            .as_any_mut()
-            .downcast_mut::<l4::stream::Stream>()
-            .map(|s| std::mem::take(&mut s.kept_read_timer))
+        let read_deadline = kept_read_timer(&mut stream)
+            .map(std::mem::take)
             .unwrap_or_default();
         // TODO: maybe we should put digest in the connection itself
         let digest = Box::new(Digest {
@@ -708,12 +715,8 @@ impl HttpSession {
             }
             _ => {
                 // signpost patch: the connection keeps the read timer for its next session.
-                if let Some(s) = self
-                    .underlying_stream
-                    .as_any_mut()
-                    .downcast_mut::<l4::stream::Stream>()
-                {
-                    s.kept_read_timer = std::mem::take(&mut self.read_deadline);
+                if let Some(kept) = kept_read_timer(&mut self.underlying_stream) {
+                    *kept = std::mem::take(&mut self.read_deadline);
                 }
                 Some(self.underlying_stream)
             }
