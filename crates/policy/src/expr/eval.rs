@@ -66,14 +66,19 @@ impl<'r> Cx<'r> {
 
     /// The path exactly as sent.
     pub(crate) fn raw_path(&self) -> &'r str {
-        let uri = self.facts.uri;
-        uri.find('?').map_or(uri, |i| &uri[..i])
+        self.path_and_query().0
     }
 
     /// The query as sent, without the `?`.
     pub(crate) fn query(&self) -> &'r str {
-        let uri = self.facts.uri;
-        uri.find('?').map_or("", |i| &uri[i + 1..])
+        self.path_and_query().1
+    }
+
+    fn path_and_query(&self) -> (&'r str, &'r str) {
+        self.facts
+            .uri
+            .split_once('?')
+            .unwrap_or((self.facts.uri, ""))
     }
 
     /// `http.request.uri.path`: normalised as the origin will resolve it (see `crate::path`).
