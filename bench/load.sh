@@ -23,6 +23,9 @@
 # in its row) to core 0, so that the proxy measured has a core to itself and does not share its
 # caches with the load generator: its rate then follows its own cost per request. The nginx
 # proxy row is then not comparable (it shares core 0 with wrk and its origin).
+#
+# LOAD_ROWS=3 runs only the first three rows (bare, signpost with each policy): more rounds in
+# the same time when only the proxied ratios are wanted.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -113,6 +116,11 @@ rows=(
   "signpost /cdn-cgi/error/1015 JSON|$signpost_pid|http://localhost:$signpost_port/cdn-cgi/error/1015|Accept: application/json"
   "signpost 1001 unknown host, Markdown|$signpost_pid|http://127.0.0.1:$signpost_port/|Host: unknown.test|Accept: text/markdown"
 )
+
+if [ -n "${LOAD_ROWS:-}" ]; then
+  rows=("${rows[@]:0:$LOAD_ROWS}")
+  pin_note="${pin_note}LOAD_ROWS=$LOAD_ROWS "
+fi
 
 # CPU time (user + system, all threads) a process has used, in clock ticks.
 cpu_ticks() { # pid
