@@ -1,7 +1,38 @@
 # Shared by the bench scripts (sourced from the repository root).
 
-# A loopback port nobody listens on right now.
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A loopback port nobody listens on right now, never one this script was given before (they are
+# listed in $work/ports, so call bench_scratch first), and outside the kernel's ephemeral range:
+# a port the kernel picked for bind(0) could be picked again by the next call, or taken by an
+# outgoing connection before the server that was meant to have it binds it.
+free_port() {
+  python3 - "${work:?free_port needs bench_scratch}/ports" <<'PY'
+import os, random, socket, sys
+given = sys.argv[1]
+try:
+    first, last = map(int, open("/proc/sys/net/ipv4/ip_local_port_range").read().split())
+except (OSError, ValueError):
+    first, last = 32768, 60999
+low, high = (10000, first) if first >= 12000 else (last + 1, 65536)
+taken = set(open(given).read().split()) if os.path.exists(given) else set()
+start = random.randrange(high - low)
+for i in range(high - low):
+    port = low + (start + i) % (high - low)
+    if str(port) in taken:
+        continue
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    with open(given, "a") as f:
+        f.write(f"{port}\n")
+    print(port)
+    sys.exit(0)
+sys.exit(f"no free port in {low}..{high}")
+PY
+}
 
 # Waits until something accepts connections on loopback port $1, polling every 50 ms, at most
 # $2 times (default 200: 10 s; callgrind's slow start-up needs more).

@@ -104,17 +104,19 @@ bare_pid=$!
 wait_port "$signpost_port"; wait_port "$bare_port"; wait_port "$nginx_proxy_port"; wait_port "$real_port"
 
 
-# The rows, in the order each round runs them: name|pid|url|header|header. The pid is the
-# process answering the row (- for nginx, whose one instance is both proxy and origin).
+# The rows, in the order each round runs them: name|pid|answers|url|header|header. The pid is
+# the process answering the row (- for nginx, whose one instance is both proxy and origin);
+# answers is 2xx where every answer must be a success (a proxied row: anything else means the
+# row measured something other than proxying, and the run stops) or refusal.
 rows=(
-  "bare Pingora proxy|$bare_pid|http://127.0.0.1:$bare_port/index.html"
-  "signpost proxy (default policy)|$signpost_pid|http://localhost:$signpost_port/index.html"
-  "signpost proxy (realistic policy)|$realistic_pid|http://127.0.0.1:$real_port/index.html|Host: example.com|User-Agent: wrk"
-  "nginx proxy|-|http://127.0.0.1:$nginx_proxy_port/index.html"
-  "origin direct (nginx)|-|http://127.0.0.1:$origin_port/index.html"
-  "nginx static 429, same body size|-|http://127.0.0.1:$nginx_proxy_port/429"
-  "signpost /cdn-cgi/error/1015 JSON|$signpost_pid|http://localhost:$signpost_port/cdn-cgi/error/1015|Accept: application/json"
-  "signpost 1001 unknown host, Markdown|$signpost_pid|http://127.0.0.1:$signpost_port/|Host: unknown.test|Accept: text/markdown"
+  "bare Pingora proxy|$bare_pid|2xx|http://127.0.0.1:$bare_port/index.html"
+  "signpost proxy (default policy)|$signpost_pid|2xx|http://localhost:$signpost_port/index.html"
+  "signpost proxy (realistic policy)|$realistic_pid|2xx|http://127.0.0.1:$real_port/index.html|Host: example.com|User-Agent: wrk"
+  "nginx proxy|-|2xx|http://127.0.0.1:$nginx_proxy_port/index.html"
+  "origin direct (nginx)|-|2xx|http://127.0.0.1:$origin_port/index.html"
+  "nginx static 429, same body size|-|refusal|http://127.0.0.1:$nginx_proxy_port/429"
+  "signpost /cdn-cgi/error/1015 JSON|$signpost_pid|refusal|http://localhost:$signpost_port/cdn-cgi/error/1015|Accept: application/json"
+  "signpost 1001 unknown host, Markdown|$signpost_pid|refusal|http://127.0.0.1:$signpost_port/|Host: unknown.test|Accept: text/markdown"
 )
 
 if [ -n "${LOAD_ROWS:-}" ]; then
@@ -136,8 +138,13 @@ for round in $(seq 1 "$rounds"); do
   for row in "${rows[@]}"; do
     IFS='|' read -r -a fields <<<"$row"
     before=$(cpu_ticks "${fields[1]}")
-    figures=$(wrk_measure "${fields[@]:2}")
+    figures=$(wrk_measure "${fields[@]:3}")
     after=$(cpu_ticks "${fields[1]}")
+    read -r _ _ _ non2xx _ <<<"$figures"
+    if [ "${fields[2]}" = 2xx ] && [ "$non2xx" != 0 ]; then
+      echo "bench/load.sh: '${fields[0]}' got $non2xx answers that are not 2xx in round $round; nothing recorded" >&2
+      exit 1
+    fi
     # The CPU the answering process used over the row, in microseconds per request answered.
     cpu=$(awk -v t=$((after - before)) -v hz="$ticks_per_second" -v pid="${fields[1]}" '
       { if (pid == "-" || $5 == 0) print "-"; else printf "%.1f", t / hz * 1e6 / $5 }' <<<"$figures")
