@@ -103,3 +103,61 @@ fn tokens_meets_the_1015_budget() {
         "the comparison row is printed"
     );
 }
+
+/// An address that cannot be bound is a start-up error that names it, at once: not Pingora's
+/// 30 s of retries followed by a process serving only its admin endpoint.
+#[test]
+fn run_refuses_to_start_on_an_address_in_use() {
+    let scratch = Scratch::new("in-use");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let taken_addr = taken.local_addr().unwrap();
+    let free: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let cases = [
+        (
+            "listener in use",
+            policy(taken_addr, free, "127.0.0.1:9", "", ""),
+        ),
+        (
+            "admin in use",
+            policy(free, taken_addr, "127.0.0.1:9", "", ""),
+        ),
+        (
+            "admin on the listener",
+            policy(free, free, "127.0.0.1:9", "", ""),
+        ),
+    ];
+    for (case, text) in cases {
+        let config = scratch.write("policy.toml", &text);
+        let started = std::time::Instant::now();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_signpost"))
+            .args(["run", "--config", config.to_str().unwrap()])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break Some(status);
+            }
+            if started.elapsed() > std::time::Duration::from_secs(10) {
+                let _ = child.kill();
+                let _ = child.wait();
+                break None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(status.and_then(|s| s.code()), Some(2), "{case}: {stderr}");
+        let in_use = if case == "admin on the listener" {
+            free
+        } else {
+            taken_addr
+        };
+        assert!(
+            stderr.contains(&format!("cannot listen on {in_use}")) && stderr.contains("in use"),
+            "{case}: {stderr}"
+        );
+    }
+    drop(taken);
+}

@@ -42,6 +42,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         args.config.display()
     );
     let admin_addr = policy.admin().map(str::to_string);
+    let every_addr = listeners.iter().map(|l| l.addr.as_str());
+    check_can_listen(every_addr.chain(admin_addr.as_deref()))?;
 
     metrics.observe_policy_loaded();
     let policy = Arc::new(ArcSwap::from_pointee(loaded));
@@ -102,6 +104,27 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     );
     server.bootstrap();
     server.run_forever()
+}
+
+/// Binds every address at once and lets go, so that an address in use (or two listeners on one
+/// address) is a start-up error naming it. Pingora would instead retry for 30 s and then fail
+/// only the service that could not bind, leaving a process that serves the admin endpoint
+/// and nothing else. signpost never takes listening sockets over from an old process, so
+/// nothing else may hold these addresses while it starts.
+fn check_can_listen<'a>(addrs: impl Iterator<Item = &'a str>) -> anyhow::Result<()> {
+    use std::net::ToSocketAddrs;
+    let mut held = Vec::new();
+    for addr in addrs {
+        let socket_addr = addr
+            .to_socket_addrs()
+            .with_context(|| format!("cannot listen on {addr}"))?
+            .next()
+            .with_context(|| format!("cannot listen on {addr}: it resolves to no address"))?;
+        let listener = std::net::TcpListener::bind(socket_addr)
+            .with_context(|| format!("cannot listen on {addr}"))?;
+        held.push(listener);
+    }
+    Ok(())
 }
 
 fn init_logging(format: LogFormat) {
