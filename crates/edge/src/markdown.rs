@@ -7,8 +7,8 @@
 //! (`upstream_peer`), the same forwarding headers (`upstream_request_filter`), the same 52x
 //! answers on failure. The body is read whole (up to the zone's cap and the global memory
 //! budget), converted on tokio's blocking pool with at most [`MAX_CONCURRENT`] conversions at
-//! once, and sent with an exact `Content-Length`; on any miss the origin's bytes are sent as
-//! they came.
+//! once (each first reserving its working memory in the budget), and sent with an exact
+//! `Content-Length`; on any miss the origin's bytes are sent as they came.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -32,9 +32,20 @@ use tokio::sync::Semaphore;
 /// slot, their bodies counted in the memory budget meanwhile.
 pub const MAX_CONCURRENT: usize = 4;
 
-/// The global budget for bodies held by conversions in flight (read, waiting or converting):
-/// 64 MiB. A body that would take the total past it is sent through as HTML.
-pub const MEMORY_BUDGET: usize = 64 * 1024 * 1024;
+/// The global budget for memory held by conversions in flight: the bodies as read (while read
+/// or waiting) and, while a page converts, [`WORKING_BYTES_PER_BYTE`] for each byte of the
+/// decoded page, its body included. A conversion that would take the total past it is not made: the HTML is
+/// sent through. 256 MiB: one page at the 6 MiB default cap and some smaller ones at once.
+pub const MEMORY_BUDGET: usize = 256 * 1024 * 1024;
+
+/// The memory a conversion is counted to use per byte of decoded page: its tree, the Markdown
+/// and htmd's copies of it. Measured peaks (bench/README.md, "Hostile shapes"): 21 to 29 for
+/// real and generated pages of 1 to 6 MB; short paragraphs in nested quotes, up to 86.
+pub const WORKING_BYTES_PER_BYTE: usize = 32;
+
+// The largest page a policy may ask to convert fits the budget alone.
+const _: () =
+    assert!(signpost_policy::MAX_MARKDOWN_MAX_BYTES * WORKING_BYTES_PER_BYTE <= MEMORY_BUDGET);
 
 /// Response headers that describe the HTML bytes and so do not survive the conversion.
 const DROPPED_HEADERS: [&str; 9] = [
@@ -175,16 +186,40 @@ impl Converter {
 
     /// Reserves `bytes` of the budget, or says no.
     fn reserve(&self, bytes: usize) -> bool {
-        self.in_flight
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |held| {
-                held.checked_add(bytes)
-                    .filter(|&total| total <= self.budget)
-            })
-            .is_ok()
+        reserve(&self.in_flight, self.budget, bytes)
     }
 
     fn release(&self, bytes: usize) {
         self.in_flight.fetch_sub(bytes, Ordering::AcqRel);
+    }
+}
+
+/// Adds `bytes` to `held` unless that takes it past `budget`.
+fn reserve(held: &AtomicUsize, budget: usize, bytes: usize) -> bool {
+    held.fetch_update(Ordering::AcqRel, Ordering::Acquire, |now| {
+        now.checked_add(bytes).filter(|&total| total <= budget)
+    })
+    .is_ok()
+}
+
+/// A conversion's working memory, counted in the budget until dropped (also if the conversion
+/// panics, so the budget cannot leak).
+struct Reservation {
+    held: Arc<AtomicUsize>,
+    bytes: usize,
+}
+
+impl Reservation {
+    fn take(held: Arc<AtomicUsize>, budget: usize, bytes: usize) -> Option<Reservation> {
+        // `then`, not `then_some`: a refused reservation must never be built (its drop would
+        // give back what was not taken).
+        reserve(&held, budget, bytes).then(|| Reservation { held, bytes })
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        self.held.fetch_sub(self.bytes, Ordering::AcqRel);
     }
 }
 
@@ -370,19 +405,19 @@ pub async fn fetch_and_convert(
         let converted = convert(converter, config, &resp, body.clone(), url).await;
         converter.release(reserved);
         let (outcome, header, out) = match converted {
-            Some((markdown, tokens, took)) => {
+            Ok((markdown, tokens, took)) => {
                 metrics.converted(body.len(), markdown.len(), took);
                 let header =
                     markdown_header(&resp, config, markdown.len(), tokens).map_err(early)?;
                 (Outcome::Converted, header, Bytes::from(markdown))
             }
-            None => {
+            Err(outcome) => {
                 let mut header = resp;
                 header.remove_header(&http::header::TRANSFER_ENCODING);
                 header
                     .insert_header(http::header::CONTENT_LENGTH, body.len().to_string())
                     .map_err(early)?;
-                (Outcome::Failed, header, body)
+                (outcome, header, body)
             }
         };
         metrics.outcome(outcome);
@@ -473,13 +508,16 @@ async fn finish_upstream(
 }
 
 /// Converts on the blocking pool, one of [`MAX_CONCURRENT`]; `None` on any conversion error.
+/// Decodes and converts on the blocking pool; `Err` says why the HTML goes through instead
+/// ([`Outcome::OverBudget`] when the decoded page's working memory does not fit the budget,
+/// else [`Outcome::Failed`]).
 async fn convert(
     converter: &Converter,
     config: &MarkdownConfig,
     resp: &ResponseHeader,
     body: Bytes,
     url: String,
-) -> Option<(String, Option<usize>, Duration)> {
+) -> std::result::Result<(String, Option<usize>, Duration), Outcome> {
     let content_type = header_str(resp, http::header::CONTENT_TYPE).map(str::to_string);
     let content_encoding = header_str(resp, http::header::CONTENT_ENCODING).map(str::to_string);
     let limits = signpost_markdown::Limits {
@@ -487,23 +525,38 @@ async fn convert(
         ..signpost_markdown::Limits::default()
     };
     let count_tokens = config.token_count_header;
-    let _permit = converter.slots.acquire().await.ok()?;
+    let (held, budget) = (Arc::clone(&converter.in_flight), converter.budget);
+    let _permit = converter
+        .slots
+        .acquire()
+        .await
+        .map_err(|_| Outcome::Failed)?;
     let task = tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        let source = signpost_markdown::Source {
-            body: &body,
-            content_type: content_type.as_deref(),
-            content_encoding: content_encoding.as_deref(),
+        let decoded =
+            signpost_markdown::decode_body(&body, content_encoding.as_deref(), limits.max_bytes)
+                .map_err(|_| Outcome::Failed)?;
+        // Counted from the decoded size (a small compressed body can be a page at the cap),
+        // the body as read included: the caller holds it in the budget already.
+        let working = decoded
+            .len()
+            .saturating_mul(WORKING_BYTES_PER_BYTE)
+            .saturating_sub(body.len());
+        let Some(_working) = Reservation::take(held, budget, working) else {
+            return Err(Outcome::OverBudget);
         };
-        let markdown = signpost_markdown::convert(&source, Some(&url), &limits).ok()?;
+        let text = signpost_markdown::to_utf8(&decoded, content_type.as_deref());
+        let base = url::Url::parse(&url).ok();
+        let markdown = signpost_markdown::convert_html(&text, base.as_ref(), &limits)
+            .map_err(|_| Outcome::Failed)?;
         let tokens = count_tokens.then(|| {
             tiktoken_rs::cl100k_base_singleton()
                 .encode_with_special_tokens(&markdown)
                 .len()
         });
-        Some((markdown, tokens, started.elapsed()))
+        Ok((markdown, tokens, started.elapsed()))
     });
-    task.await.ok().flatten()
+    task.await.unwrap_or(Err(Outcome::Failed))
 }
 
 /// The origin's header made to describe the Markdown.
@@ -576,6 +629,54 @@ mod tests {
         assert_eq!(up.method, http::Method::GET);
         assert_eq!(up.headers["accept-encoding"], "gzip, br;q=0.5");
         assert!(!up.headers.contains_key("if-none-match"));
+    }
+
+    /// A page converts only when its working memory (per byte of the decoded page, however
+    /// small the body on the wire) fits the budget beside what is held already, and the
+    /// reservation is returned either way.
+    #[test]
+    fn working_memory_is_counted_from_the_decoded_page() {
+        use std::io::Write as _;
+        let page = format!("<p>{}</p>", "word ".repeat(20_000)).into_bytes();
+        let working = page.len() * WORKING_BYTES_PER_BYTE;
+        let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+        gzip.write_all(&page).unwrap();
+        let gzipped = gzip.finish().unwrap();
+        assert!(gzipped.len() * 50 < page.len(), "a small body on the wire");
+        let config = MarkdownConfig::default();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        // As `fetch_and_convert` does: the body as read is held in the budget around the call.
+        let run = |converter: &Converter, body: &[u8], coding: Option<&str>| {
+            if !converter.reserve(body.len()) {
+                return Err(Outcome::OverBudget);
+            }
+            let mut resp = ResponseHeader::build(200, None).unwrap();
+            resp.insert_header("content-type", "text/html").unwrap();
+            if let Some(coding) = coding {
+                resp.insert_header("content-encoding", coding).unwrap();
+            }
+            let body = Bytes::copy_from_slice(body);
+            let url = "http://example.com/".to_string();
+            let converted = runtime
+                .block_on(convert(converter, &config, &resp, body.clone(), url))
+                .map(|(markdown, _, _)| markdown.len());
+            converter.release(body.len());
+            converted
+        };
+        for (body, coding) in [(&page, None), (&gzipped, Some("gzip"))] {
+            let fits = Converter::new(working);
+            assert!(run(&fits, body, coding).is_ok_and(|len| len > 90_000));
+            assert_eq!(fits.in_flight.load(Ordering::Acquire), 0);
+            let short = Converter::new(working - 1);
+            assert_eq!(run(&short, body, coding), Err(Outcome::OverBudget));
+            // What other conversions hold counts too.
+            let shared = Converter::new(working);
+            assert!(shared.reserve(1));
+            assert_eq!(run(&shared, body, coding), Err(Outcome::OverBudget));
+            assert_eq!(shared.in_flight.load(Ordering::Acquire), 1);
+        }
     }
 
     #[test]

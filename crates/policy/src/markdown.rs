@@ -8,9 +8,9 @@ use crate::error::{Diagnostics, ProblemKind};
 /// Cloudflare's cap on the decoded HTML it converts: 6 MiB.
 pub const DEFAULT_MARKDOWN_MAX_BYTES: usize = 6 * 1024 * 1024;
 
-/// The largest `max_bytes` a policy may set (64 MiB): each conversion in flight holds a few
-/// times this much memory.
-pub const MAX_MARKDOWN_MAX_BYTES: usize = 64 * 1024 * 1024;
+/// The largest `max_bytes` a policy may set (8 MiB): the edge counts a conversion's working
+/// memory at 32 bytes per byte of page, and one page this large fills its 256 MiB budget.
+pub const MAX_MARKDOWN_MAX_BYTES: usize = 8 * 1024 * 1024;
 
 /// A `content_signal` value may be at most this long.
 const MAX_CONTENT_SIGNAL_LEN: usize = 512;
@@ -59,7 +59,7 @@ pub(crate) fn compile(d: &mut Diagnostics<'_>, file: Option<&MarkdownFile>) -> M
             _ => d.at(
                 ProblemKind::Invalid,
                 max.span(),
-                format!("max_bytes must be between 1 and {MAX_MARKDOWN_MAX_BYTES} (64 MiB)"),
+                format!("max_bytes must be between 1 and {MAX_MARKDOWN_MAX_BYTES} (8 MiB)"),
             ),
         }
     }
@@ -125,8 +125,9 @@ mod tests {
     fn bad_values_are_located() {
         let e = zone_markdown("[zone.markdown]\nmax_bytes = 0\n").unwrap_err();
         assert!(e.contains("t.toml:6:") && e.contains("max_bytes"), "{e}");
-        let e = zone_markdown("[zone.markdown]\nmax_bytes = 100000000\n").unwrap_err();
-        assert!(e.contains("max_bytes"), "{e}");
+        let e = zone_markdown("[zone.markdown]\nmax_bytes = 8388609\n").unwrap_err();
+        assert!(e.contains("max_bytes") && e.contains("(8 MiB)"), "{e}");
+        assert!(zone_markdown("[zone.markdown]\nmax_bytes = 8388608\n").is_ok());
         let e = zone_markdown("[zone.markdown]\ncontent_signal = \"a\\nb\"\n").unwrap_err();
         assert!(e.contains("content_signal"), "{e}");
         let e = zone_markdown("[zone.markdown]\nenable = true\n").unwrap_err();
