@@ -33,19 +33,17 @@ use tokio::sync::Semaphore;
 pub const MAX_CONCURRENT: usize = 4;
 
 /// The global budget for memory held by conversions in flight: the bodies as read (while read
-/// or waiting) and, while a page converts, [`WORKING_BYTES_PER_BYTE`] for each byte of the
-/// decoded page, its body included. A conversion that would take the total past it is not made: the HTML is
-/// sent through. 256 MiB: one page at the 6 MiB default cap and some smaller ones at once.
+/// or waiting) and, while a page converts, its working memory as
+/// [`signpost_markdown::working_bytes`] counts it (the body included). A conversion that would
+/// take the total past it is not made: the HTML is sent through. 256 MiB: the largest page a
+/// policy may convert, with the most elements, fits alone.
 pub const MEMORY_BUDGET: usize = 256 * 1024 * 1024;
 
-/// The memory a conversion is counted to use per byte of decoded page: its tree, the Markdown
-/// and htmd's copies of it. Measured peaks (bench/README.md, "Hostile shapes"): 21 to 29 for
-/// real and generated pages of 1 to 6 MB; short paragraphs in nested quotes, up to 86.
-pub const WORKING_BYTES_PER_BYTE: usize = 32;
-
-// The largest page a policy may ask to convert fits the budget alone.
-const _: () =
-    assert!(signpost_policy::MAX_MARKDOWN_MAX_BYTES * WORKING_BYTES_PER_BYTE <= MEMORY_BUDGET);
+const _: () = assert!(
+    signpost_policy::MAX_MARKDOWN_MAX_BYTES * signpost_markdown::WORKING_BYTES_PER_BYTE
+        + signpost_markdown::DEFAULT_MAX_ELEMENTS * signpost_markdown::WORKING_BYTES_PER_TAG
+        <= MEMORY_BUDGET
+);
 
 /// Response headers that describe the HTML bytes and so do not survive the conversion.
 const DROPPED_HEADERS: [&str; 9] = [
@@ -536,16 +534,13 @@ async fn convert(
         let decoded =
             signpost_markdown::decode_body(&body, content_encoding.as_deref(), limits.max_bytes)
                 .map_err(|_| Outcome::Failed)?;
-        // Counted from the decoded size (a small compressed body can be a page at the cap),
-        // the body as read included: the caller holds it in the budget already.
-        let working = decoded
-            .len()
-            .saturating_mul(WORKING_BYTES_PER_BYTE)
-            .saturating_sub(body.len());
+        let text = signpost_markdown::to_utf8(&decoded, content_type.as_deref());
+        // Counted from the page as converted (a small compressed body can be a page at the
+        // cap), the body as read included: the caller holds it in the budget already.
+        let working = signpost_markdown::working_bytes(text.as_bytes()).saturating_sub(body.len());
         let Some(_working) = Reservation::take(held, budget, working) else {
             return Err(Outcome::OverBudget);
         };
-        let text = signpost_markdown::to_utf8(&decoded, content_type.as_deref());
         let base = url::Url::parse(&url).ok();
         let markdown = signpost_markdown::convert_html(&text, base.as_ref(), &limits)
             .map_err(|_| Outcome::Failed)?;
@@ -638,7 +633,7 @@ mod tests {
     fn working_memory_is_counted_from_the_decoded_page() {
         use std::io::Write as _;
         let page = format!("<p>{}</p>", "word ".repeat(20_000)).into_bytes();
-        let working = page.len() * WORKING_BYTES_PER_BYTE;
+        let working = signpost_markdown::working_bytes(&page);
         let mut gzip = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
         gzip.write_all(&page).unwrap();
         let gzipped = gzip.finish().unwrap();

@@ -56,6 +56,9 @@ pub const DEFAULT_MAX_BYTES: usize = 6 * 1024 * 1024;
 /// guarantee. Tested on a 2 MiB thread stack in a debug build, the smallest the edge uses.
 pub const MAX_TREE_DEPTH: usize = 512;
 
+/// The default [`Limits::max_elements`].
+pub const DEFAULT_MAX_ELEMENTS: usize = 250_000;
+
 /// At most this many JSON-LD blocks are collected; more are dropped.
 pub const MAX_JSON_LD_BLOCKS: usize = 32;
 
@@ -89,7 +92,7 @@ impl Default for Limits {
         Self {
             max_bytes: DEFAULT_MAX_BYTES,
             max_depth: 128,
-            max_elements: 250_000,
+            max_elements: DEFAULT_MAX_ELEMENTS,
             // Real pages parse at 20 MB/s or more (bench/README.md): a 6 MiB page in about
             // 0.3 s, so this leaves room for a loaded machine. Debug builds (tests) are about
             // ten times slower.
@@ -133,6 +136,29 @@ pub fn is_html(content_type: &str) -> bool {
     essence.eq_ignore_ascii_case("text/html")
         || essence.eq_ignore_ascii_case("application/xhtml+xml")
 }
+
+/// The memory [`convert_html`] may hold at its peak for a decoded page, for a caller's memory
+/// budget: [`WORKING_BYTES_PER_BYTE`] per byte of page (text, the Markdown and htmd's copies of
+/// it) and [`WORKING_BYTES_PER_TAG`] per start tag, up to [`DEFAULT_MAX_ELEMENTS`] of them
+/// (each element is a tree node and its text another; pages with more are refused during the
+/// parse). `tests/memory.rs` holds it to the peak allocated on real pages and on the shapes
+/// that cost the most per byte.
+pub fn working_bytes(html: &[u8]) -> usize {
+    let tags = html
+        .windows(2)
+        .filter(|pair| pair[0] == b'<' && pair[1].is_ascii_alphabetic())
+        .take(DEFAULT_MAX_ELEMENTS + 1)
+        .count();
+    html.len()
+        .saturating_mul(WORKING_BYTES_PER_BYTE)
+        .saturating_add(tags.saturating_mul(WORKING_BYTES_PER_TAG))
+}
+
+/// See [`working_bytes`].
+pub const WORKING_BYTES_PER_BYTE: usize = 8;
+
+/// See [`working_bytes`].
+pub const WORKING_BYTES_PER_TAG: usize = 600;
 
 /// Decodes and converts an origin body; `url` is the request URL that relative links resolve
 /// against (with `<base href>` applied on top).

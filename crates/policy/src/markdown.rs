@@ -9,7 +9,7 @@ use crate::error::{Diagnostics, ProblemKind};
 pub const DEFAULT_MARKDOWN_MAX_BYTES: usize = 6 * 1024 * 1024;
 
 /// The largest `max_bytes` a policy may set (8 MiB): the edge counts a conversion's working
-/// memory at 32 bytes per byte of page, and one page this large fills its 256 MiB budget.
+/// memory in a 256 MiB budget, and a page this large with the most elements fits it alone.
 pub const MAX_MARKDOWN_MAX_BYTES: usize = 8 * 1024 * 1024;
 
 /// A `content_signal` value may be at most this long.
