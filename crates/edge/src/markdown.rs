@@ -531,19 +531,20 @@ async fn convert(
         .map_err(|_| Outcome::Failed)?;
     let task = tokio::task::spawn_blocking(move || {
         let started = Instant::now();
-        let decoded =
-            signpost_markdown::decode_body(&body, content_encoding.as_deref(), limits.max_bytes)
-                .map_err(|_| Outcome::Failed)?;
-        let text = signpost_markdown::to_utf8(&decoded, content_type.as_deref());
-        // Counted from the page as converted (a small compressed body can be a page at the
-        // cap), the body as read included: the caller holds it in the budget already.
-        let working = signpost_markdown::working_bytes(text.as_bytes()).saturating_sub(body.len());
-        let Some(_working) = Reservation::take(held, budget, working) else {
-            return Err(Outcome::OverBudget);
+        let source = signpost_markdown::Source {
+            body: &body,
+            content_type: content_type.as_deref(),
+            content_encoding: content_encoding.as_deref(),
         };
-        let base = url::Url::parse(&url).ok();
-        let markdown = signpost_markdown::convert_html(&text, base.as_ref(), &limits)
-            .map_err(|_| Outcome::Failed)?;
+        // Counted from the page as decoded (a small compressed body can be a page at the cap),
+        // the body as read included: the caller holds it in the budget already.
+        let reserve =
+            |working: usize| Reservation::take(held, budget, working.saturating_sub(body.len()));
+        let markdown = signpost_markdown::convert_within(&source, Some(&url), &limits, reserve)
+            .map_err(|e| match e {
+                signpost_markdown::Error::NoRoom => Outcome::OverBudget,
+                _ => Outcome::Failed,
+            })?;
         let tokens = count_tokens.then(|| {
             tiktoken_rs::cl100k_base_singleton()
                 .encode_with_special_tokens(&markdown)

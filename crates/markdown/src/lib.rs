@@ -117,6 +117,9 @@ pub enum Error {
     /// The HTML rewriter failed.
     #[error("rewriter: {0}")]
     Rewrite(String),
+    /// The caller's memory budget had no room for the conversion (see [`convert_within`]).
+    #[error("no room in the memory budget")]
+    NoRoom,
 }
 
 /// An origin response body with the headers that say how to read it.
@@ -163,8 +166,21 @@ pub const WORKING_BYTES_PER_TAG: usize = 600;
 /// Decodes and converts an origin body; `url` is the request URL that relative links resolve
 /// against (with `<base href>` applied on top).
 pub fn convert(source: &Source<'_>, url: Option<&str>, limits: &Limits) -> Result<String, Error> {
+    convert_within(source, url, limits, |_| Some(()))
+}
+
+/// [`convert`] within a memory budget: once the page is decoded, `reserve` is given its
+/// [`working_bytes`] and says whether there is room ([`Error::NoRoom`] if not); what it returns
+/// (a reservation) is held until the conversion ends.
+pub fn convert_within<R>(
+    source: &Source<'_>,
+    url: Option<&str>,
+    limits: &Limits,
+    reserve: impl FnOnce(usize) -> Option<R>,
+) -> Result<String, Error> {
     let decoded = decode_body(source.body, source.content_encoding, limits.max_bytes)?;
     let text = to_utf8(&decoded, source.content_type);
+    let _reservation = reserve(working_bytes(text.as_bytes())).ok_or(Error::NoRoom)?;
     let base = url.and_then(|u| Url::parse(u).ok());
     convert_html(&text, base.as_ref(), limits)
 }
