@@ -35,6 +35,7 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
     let mut links: Vec<(Handle, &'static str)> = Vec::new();
     let mut detach: Vec<Handle> = Vec::new();
     let mut pres: Vec<Handle> = Vec::new();
+    let mut tables: Vec<Handle> = Vec::new();
     // Entries: a node, its depth, and whether it is inside a `<pre>` or `<code>` (whose
     // whitespace counts).
     let mut stack: Vec<(Handle, usize, bool)> = vec![(Rc::clone(document), 0, false)];
@@ -49,6 +50,9 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
                 unwrap_block_wrappers(&node);
             }
             join_inline_runs(&node);
+            if !in_pre {
+                links_outside_code(&node);
+            }
             let attr = |wanted: &str| {
                 attrs
                     .borrow()
@@ -88,6 +92,7 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
                 "a" => links.push((Rc::clone(&node), "href")),
                 "img" => links.push((Rc::clone(&node), "src")),
                 "pre" => pres.push(Rc::clone(&node)),
+                "table" => tables.push(Rc::clone(&node)),
                 _ => {}
             }
         }
@@ -140,6 +145,9 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
     }
     for pre in pres {
         make_code_block(&pre);
+    }
+    for table in tables {
+        even_out_cells(&table);
     }
     if let (Some(image), Some(base_url)) = (&meta.image, &base_url)
         && let Ok(absolute) = base_url.join(image.trim())
@@ -330,6 +338,124 @@ fn make_code_block(pre: &Handle) {
     *code.children.borrow_mut() = vec![text_node];
     code.parent.set(Some(Rc::downgrade(pre)));
     *pre.children.borrow_mut() = vec![code];
+}
+
+/// htmd reads a table's header from the first row of `<thead>`, or else from the first row that
+/// has a `<th>`, and keeps only that row's `<th>` cells and every other row's `<td>` cells. A
+/// row header (`<th>` beside `<td>`, as in the key-value tables of reference pages) or a `<td>`
+/// in the header row would be lost with its text. So in the row htmd takes for the header every
+/// cell becomes `<th>`, and in every other row every cell becomes `<td>`.
+fn even_out_cells(table: &Handle) {
+    let elements = |node: &Handle| -> Vec<Handle> {
+        node.children
+            .borrow()
+            .iter()
+            .filter(|c| matches!(c.data, NodeData::Element { .. }))
+            .cloned()
+            .collect()
+    };
+    let is = |node: &Handle, tag: LocalName| matches!(&node.data, NodeData::Element { name, .. } if name.local == tag);
+    let has_th = |row: &Handle| elements(row).iter().any(|c| is(c, local_name!("th")));
+    let mut header_found = false;
+    for section in elements(table) {
+        let NodeData::Element { name, .. } = &section.data else {
+            continue;
+        };
+        match name.local {
+            local_name!("thead") => {
+                header_found = true;
+                // htmd reads the first row (or the section itself, when it has no row).
+                let row = elements(&section)
+                    .into_iter()
+                    .find(|r| is(r, local_name!("tr")))
+                    .unwrap_or(Rc::clone(&section));
+                if has_th(&row) {
+                    rename_cells(&row, local_name!("td"), local_name!("th"));
+                }
+            }
+            local_name!("tbody") | local_name!("tfoot") | local_name!("tr") => {
+                let rows = if name.local == local_name!("tr") {
+                    vec![Rc::clone(&section)]
+                } else {
+                    elements(&section)
+                        .into_iter()
+                        .filter(|r| is(r, local_name!("tr")))
+                        .collect()
+                };
+                for row in rows {
+                    if !header_found && has_th(&row) {
+                        header_found = true;
+                        rename_cells(&row, local_name!("td"), local_name!("th"));
+                    } else {
+                        rename_cells(&row, local_name!("th"), local_name!("td"));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// `<code><a href>name</a></code>` (a reference to a documented name) among `parent`'s
+/// children becomes `<a href><code>name</code></a>`: htmd writes a code span's content
+/// verbatim, so the link would come out as the literal text `` `[name](url)` ``, which no
+/// reader takes for a link. Only a code element whose one child is a link is turned round. One
+/// pass over the children, made when the walk reaches the parent, so the walk then meets the
+/// link (and makes it absolute) and the code element inside it.
+fn links_outside_code(parent: &Handle) {
+    for child in parent.children.borrow_mut().iter_mut() {
+        let code = Rc::clone(child);
+        if !matches!(&code.data, NodeData::Element { name, .. } if name.local == local_name!("code"))
+        {
+            continue;
+        }
+        let link = match code.children.borrow().as_slice() {
+            [only]
+                if matches!(&only.data, NodeData::Element { name, attrs, .. }
+                if name.local == local_name!("a")
+                    && attrs.borrow().iter().any(|a| a.name.local == local_name!("href"))) =>
+            {
+                Rc::clone(only)
+            }
+            _ => continue,
+        };
+        // The link takes the code element's place, and the code element the link's children.
+        let text = std::mem::take(&mut *link.children.borrow_mut());
+        for node in &text {
+            node.parent.set(Some(Rc::downgrade(&code)));
+        }
+        *code.children.borrow_mut() = text;
+        code.parent.set(Some(Rc::downgrade(&link)));
+        *link.children.borrow_mut() = vec![Rc::clone(&code)];
+        link.parent.set(Some(Rc::downgrade(parent)));
+        *child = link;
+    }
+}
+
+/// Every `from` cell of `row` replaced by a `to` cell with the same attributes and children.
+fn rename_cells(row: &Handle, from: LocalName, to: LocalName) {
+    let mut children = row.children.borrow_mut();
+    for child in children.iter_mut() {
+        let NodeData::Element { name, attrs, .. } = &child.data else {
+            continue;
+        };
+        if name.local != from {
+            continue;
+        }
+        let cell = Node::new(NodeData::Element {
+            name: QualName::new(None, ns!(html), to.clone()),
+            attrs: RefCell::new(attrs.take()),
+            template_contents: RefCell::new(None),
+            mathml_annotation_xml_integration_point: false,
+        });
+        let grandchildren = std::mem::take(&mut *child.children.borrow_mut());
+        for grandchild in &grandchildren {
+            grandchild.parent.set(Some(Rc::downgrade(&cell)));
+        }
+        *cell.children.borrow_mut() = grandchildren;
+        cell.parent.set(Some(Rc::downgrade(row)));
+        *child = cell;
+    }
 }
 
 /// Whitespace runs become one space, and the value is cut at [`MAX_META_CHARS`].

@@ -516,3 +516,106 @@ fn many_siblings_to_join_or_remove_are_linear() {
         );
     }
 }
+
+/// The cells of the tables a CommonMark reader with tables finds in `md`, row by row.
+fn table_cells(md: &str) -> Vec<Vec<String>> {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    let mut cell: Option<String> = None;
+    for event in Parser::new_ext(md, CmOptions::ENABLE_TABLES) {
+        match event {
+            Event::Start(Tag::TableHead) | Event::Start(Tag::TableRow) => rows.push(Vec::new()),
+            Event::Start(Tag::TableCell) => cell = Some(String::new()),
+            Event::Text(t) | Event::Code(t) => {
+                if let Some(c) = cell.as_mut() {
+                    c.push_str(&t);
+                }
+            }
+            Event::End(TagEnd::TableCell) => {
+                if let (Some(row), Some(c)) = (rows.last_mut(), cell.take()) {
+                    row.push(c);
+                }
+            }
+            _ => {}
+        }
+    }
+    rows
+}
+
+#[test]
+fn row_headers_and_header_row_data_cells_are_kept() {
+    // A key-value table (the Apache manual's module summary), a header row with a `<td>`, and
+    // row headers under a `<thead>`.
+    let cases = [
+        (
+            "<table><tr><th>Status:</th><td>Base</td></tr><tr><th>Source:</th><td>a.c</td></tr></table>",
+            vec![vec!["Status:", "Base"], vec!["Source:", "a.c"]],
+        ),
+        (
+            "<table><tr><th>a</th><td>b</td></tr><tr><td>c</td><th>d</th></tr></table>",
+            vec![vec!["a", "b"], vec!["c", "d"]],
+        ),
+        (
+            "<table><thead><tr><td>k</td><th>v</th></tr></thead>\
+             <tbody><tr><th>x</th><td>1</td></tr></tbody><tfoot><tr><th>sum</th><td>1</td></tr></tfoot></table>",
+            vec![vec!["k", "v"], vec!["x", "1"], vec!["sum", "1"]],
+        ),
+    ];
+    for (html, want) in cases {
+        let out = md(html, "https://e.example/");
+        assert_eq!(table_cells(&out), want, "{html}\n{out}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Whatever mix of `<th>` and `<td>` cells a table has, with or without `<thead>`, the text
+    /// of every cell is in the Markdown.
+    #[test]
+    fn no_table_cell_is_lost(
+        rows in proptest::collection::vec(proptest::collection::vec(any::<bool>(), 1..5), 1..6),
+        thead in any::<bool>(),
+    ) {
+        let mut html = String::from("<table>");
+        for (r, cells) in rows.iter().enumerate() {
+            if thead && r == 0 {
+                html.push_str("<thead>");
+            }
+            html.push_str("<tr>");
+            for (c, &th) in cells.iter().enumerate() {
+                let tag = if th { "th" } else { "td" };
+                html.push_str(&format!("<{tag}>w{r}x{c}</{tag}>"));
+            }
+            html.push_str("</tr>");
+            if thead && r == 0 {
+                html.push_str("</thead>");
+            }
+        }
+        html.push_str("</table>");
+        let out = md(&html, "https://e.example/");
+        for (r, cells) in rows.iter().enumerate() {
+            for c in 0..cells.len() {
+                let text = format!("w{r}x{c}");
+                prop_assert!(out.contains(&text), "{} lost from {}\n{}", text, html, out);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_link_in_code_is_written_as_code_in_a_link() {
+    let html = r#"<p>Set <code class="directive"><a href="core.html#documentroot">DocumentRoot</a></code>
+        and <code>a <a href="x">b</a></code> and <pre><code><a href="y">c</a></code></pre></p>"#;
+    let out = md(html, "https://e.example/mod/");
+    assert!(
+        out.contains("[`DocumentRoot`](https://e.example/mod/core.html#documentroot)"),
+        "{out}"
+    );
+    assert_eq!(
+        links(&out),
+        vec!["https://e.example/mod/core.html#documentroot"],
+        "{out}"
+    );
+    // Inside a code block a link stays text; a code span with more than a link is left alone.
+    assert!(out.contains("```\nc\n```"), "{out}");
+}
