@@ -266,7 +266,8 @@ fn keep_attribute(tag: &LocalName, name: &LocalName) -> bool {
 struct Verdict {
     hidden: bool,
     json_ld: bool,
-    /// ARIA landmarks that mean navigation or search.
+    /// ARIA landmarks that mean navigation or search, and the classes that mean navigation in
+    /// generators older than `<nav>` (see [`NAVIGATION_CLASSES`]).
     role_nav: bool,
     /// ARIA landmarks that mean the page's header or footer.
     role_chrome: bool,
@@ -279,6 +280,12 @@ struct Verdict {
     role_main: bool,
 }
 
+/// Classes that mark navigation where a page has no `<nav>`: DocBook XSL's links to the
+/// previous, next and parent pages above and below each page (PostgreSQL's manual, the GNU and
+/// FreeBSD documentation), and trails of breadcrumbs (Bootstrap and the themes built on it).
+/// Whole class names, compared without case; what merely contains them (`navheader-title`) stays.
+const NAVIGATION_CLASSES: [&str; 4] = ["navheader", "navfooter", "breadcrumb", "breadcrumbs"];
+
 fn judge(tag: &Tag) -> Verdict {
     let mut v = Verdict::default();
     for attr in &tag.attrs {
@@ -287,7 +294,7 @@ fn judge(tag: &Tag) -> Verdict {
             local_name!("hidden") => v.hidden = true,
             local_name!("aria-hidden") => v.hidden |= value.eq_ignore_ascii_case("true"),
             local_name!("role") => {
-                v.role_nav = value.eq_ignore_ascii_case("navigation")
+                v.role_nav |= value.eq_ignore_ascii_case("navigation")
                     || value.eq_ignore_ascii_case("search");
                 v.role_chrome = value.eq_ignore_ascii_case("banner")
                     || value.eq_ignore_ascii_case("contentinfo");
@@ -301,6 +308,9 @@ fn judge(tag: &Tag) -> Verdict {
                 for class in value.split_ascii_whitespace() {
                     v.permalink |= class == "headerlink" && tag.name == local_name!("a");
                     v.footer |= class.eq_ignore_ascii_case("footer");
+                    v.role_nav |= NAVIGATION_CLASSES
+                        .iter()
+                        .any(|nav| class.eq_ignore_ascii_case(nav));
                 }
             }
             _ => {}
@@ -642,6 +652,26 @@ mod tests {
             !out.contains("Site") && !out.contains("Last updated"),
             "{out}"
         );
+    }
+
+    #[test]
+    fn navigation_marked_by_class_goes() {
+        // DocBook XSL's page header and footer (PostgreSQL's manual), and a Bootstrap trail.
+        let html = r#"<div class="navheader"><table summary="Navigation header"><tr>
+            <td><a href="prev.html">Prev</a></td><td><a href="next.html">Next</a></td></tr>
+            </table></div><div class="refentry"><h2>RESET</h2><p>Text</p></div>
+            <div class="NAVFOOTER"><a href="up.html">Up</a></div>
+            <main><ol class="breadcrumb"><li><a href="/">Home</a></li></ol><p>Body</p></main>
+            <p class="navheader-title">kept</p>"#;
+        let out = run(html, &limits()).unwrap();
+        assert!(
+            out.contains("<h2>RESET</h2>") && out.contains("Body"),
+            "{out}"
+        );
+        assert!(out.contains("kept"), "{out}");
+        for gone in ["Prev", "Next", "Up", "Home"] {
+            assert!(!out.contains(gone), "{gone}: {out}");
+        }
     }
 
     #[test]
