@@ -380,6 +380,18 @@ fn single_trailing_spaces_go_but_hard_breaks_and_code_stay() {
         strip_trailing_spaces("a \n~~~\nb \n~~~\nc "),
         "a\n~~~\nb \n~~~\nc"
     );
+    // A fence opened on a list item's first line or in a block quote; a line of backticks
+    // with a backtick after them is a code span, not a fence; inside a fence, a list marker
+    // before backticks is code and does not close it.
+    assert_eq!(
+        strip_trailing_spaces("- ```\n  b \n- ```\n  c \n  ```\nd "),
+        "- ```\n  b \n- ```\n  c \n  ```\nd"
+    );
+    assert_eq!(
+        strip_trailing_spaces("> 1. ~~~\n>    b \n>    ~~~\nc "),
+        "> 1. ~~~\n>    b \n>    ~~~\nc"
+    );
+    assert_eq!(strip_trailing_spaces("```a` \nb "), "```a`\nb");
 }
 
 /// The Markdown of `html` with and without the tree reductions.
