@@ -9,7 +9,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use html5ever::tendril::StrTendril;
-use html5ever::{LocalName, QualName, local_name, ns};
+use html5ever::{Attribute, LocalName, QualName, local_name, ns};
 use markup5ever_rcdom::{Handle, Node, NodeData};
 use url::Url;
 
@@ -314,14 +314,7 @@ fn make_code_block(pre: &Handle) {
             _ => None,
         }
     };
-    let code = existing.unwrap_or_else(|| {
-        Node::new(NodeData::Element {
-            name: QualName::new(None, ns!(html), local_name!("code")),
-            attrs: RefCell::new(Vec::new()),
-            template_contents: RefCell::new(None),
-            mathml_annotation_xml_integration_point: false,
-        })
-    });
+    let code = existing.unwrap_or_else(|| new_element(local_name!("code"), Vec::new()));
     let mut text = StrTendril::new();
     let mut stack: Vec<Handle> = pre.children.borrow().iter().rev().cloned().collect();
     while let Some(node) = stack.pop() {
@@ -334,10 +327,26 @@ fn make_code_block(pre: &Handle) {
     let text_node = Node::new(NodeData::Text {
         contents: RefCell::new(text),
     });
-    text_node.parent.set(Some(Rc::downgrade(&code)));
-    *code.children.borrow_mut() = vec![text_node];
-    code.parent.set(Some(Rc::downgrade(pre)));
-    *pre.children.borrow_mut() = vec![code];
+    adopt(&code, vec![text_node]);
+    adopt(pre, vec![code]);
+}
+
+/// An HTML element, not yet in the tree.
+fn new_element(tag: LocalName, attrs: Vec<Attribute>) -> Handle {
+    Node::new(NodeData::Element {
+        name: QualName::new(None, ns!(html), tag),
+        attrs: RefCell::new(attrs),
+        template_contents: RefCell::new(None),
+        mathml_annotation_xml_integration_point: false,
+    })
+}
+
+/// `children` become all of `parent`'s children.
+fn adopt(parent: &Handle, children: Vec<Handle>) {
+    for child in &children {
+        child.parent.set(Some(Rc::downgrade(parent)));
+    }
+    *parent.children.borrow_mut() = children;
 }
 
 /// htmd reads a table's header from the first row of `<thead>`, or else from the first row that
@@ -421,12 +430,8 @@ fn links_outside_code(parent: &Handle) {
         };
         // The link takes the code element's place, and the code element the link's children.
         let text = std::mem::take(&mut *link.children.borrow_mut());
-        for node in &text {
-            node.parent.set(Some(Rc::downgrade(&code)));
-        }
-        *code.children.borrow_mut() = text;
-        code.parent.set(Some(Rc::downgrade(&link)));
-        *link.children.borrow_mut() = vec![Rc::clone(&code)];
+        adopt(&code, text);
+        adopt(&link, vec![Rc::clone(&code)]);
         link.parent.set(Some(Rc::downgrade(parent)));
         *child = link;
     }
@@ -442,17 +447,8 @@ fn rename_cells(row: &Handle, from: LocalName, to: LocalName) {
         if name.local != from {
             continue;
         }
-        let cell = Node::new(NodeData::Element {
-            name: QualName::new(None, ns!(html), to.clone()),
-            attrs: RefCell::new(attrs.take()),
-            template_contents: RefCell::new(None),
-            mathml_annotation_xml_integration_point: false,
-        });
-        let grandchildren = std::mem::take(&mut *child.children.borrow_mut());
-        for grandchild in &grandchildren {
-            grandchild.parent.set(Some(Rc::downgrade(&cell)));
-        }
-        *cell.children.borrow_mut() = grandchildren;
+        let cell = new_element(to.clone(), attrs.take());
+        adopt(&cell, std::mem::take(&mut *child.children.borrow_mut()));
         cell.parent.set(Some(Rc::downgrade(row)));
         *child = cell;
     }

@@ -193,8 +193,7 @@ pub fn convert_html(html: &str, url: Option<&Url>, limits: &Limits) -> Result<St
     let dom = filter::parse(html, limits)?;
     let meta = dom::walk(&dom.document, url)?;
     let body = CONVERTER.with(|converter| converter.tree_to_markdown(&dom.document));
-    // The tree is the largest thing held; the tidying (a table reader's parse among it) needs
-    // only the Markdown.
+    // The tree is the largest thing held, and the line pass needs only the Markdown.
     drop(dom);
     Ok(assemble(&meta, &strip_trailing_spaces(body.trim())))
 }
@@ -260,29 +259,21 @@ fn strip_trailing_spaces(md: &str) -> String {
         if i > 0 {
             out.push('\n');
         }
-        if let Some(open) = &fence {
-            match open.reads(content) {
-                FenceLine::Code => {
-                    out.push_str(content);
-                    continue;
-                }
-                FenceLine::Close => {
-                    fence = None;
-                    out.push_str(content);
-                    continue;
-                }
-                // The fence's list item or block quote ended, and the fence with it; the line
-                // is read afresh below.
-                FenceLine::Outside => {}
+        // Inside a fence every byte stays. A line outside the fence's list item or block quote
+        // ends the fence with its container, and is read afresh.
+        if let Some(closes) = fence.as_ref().and_then(|open| open.reads(content)) {
+            if closes {
+                fence = None;
             }
+            out.push_str(content);
+            continue;
         }
-        let (quotes, container, text) = containers(content);
-        fence = Fence::opened_by(content, quotes, container, text);
+        let start = LineStart::of(content);
+        fence = Fence::opened_by(&start);
         // Four spaces of a line's own may be indented code (whether they are depends on the line
         // before, which only a full reader knows), and keep their spaces.
-        let indented = content.len() - text.len() - container >= 4;
         let single = fence.is_none()
-            && !indented
+            && start.indent < 4
             && content.ends_with(' ')
             && !content.ends_with("  ")
             // `\` at a line's end is a hard break.
@@ -305,16 +296,10 @@ struct Fence {
     container: usize,
 }
 
-enum FenceLine {
-    Code,
-    Close,
-    Outside,
-}
-
 impl Fence {
-    /// The fence a line opens, given what [`containers`] finds in it.
-    fn opened_by(line: &str, quotes: usize, container: usize, text: &str) -> Option<Fence> {
-        let col = line.len() - text.len();
+    /// The fence a line opens.
+    fn opened_by(line: &LineStart) -> Option<Fence> {
+        let text = line.text;
         let char = *text
             .as_bytes()
             .first()
@@ -322,68 +307,82 @@ impl Fence {
         let len = text.bytes().take_while(|&b| b == char).count();
         // Four spaces of its own make indented code; a backtick fence's info string holds no
         // backtick (else the line is a code span).
-        let fence =
-            len >= 3 && col - container <= 3 && !(char == b'`' && text[len..].contains('`'));
+        let fence = len >= 3 && line.indent <= 3 && !(char == b'`' && text[len..].contains('`'));
         fence.then_some(Fence {
             char,
             len,
-            quotes,
-            container,
+            quotes: line.quotes,
+            container: line.container,
         })
     }
 
-    fn reads(&self, line: &str) -> FenceLine {
+    /// `None` when the line stands outside the fence's container (which ends the fence), else
+    /// whether it closes the fence.
+    fn reads(&self, line: &str) -> Option<bool> {
         let text = line.trim_start_matches([' ', '>']);
         let col = line.len() - text.len();
         let quotes = line[..col].bytes().filter(|&b| b == b'>').count();
         if text.is_empty() && quotes >= self.quotes {
-            return FenceLine::Code;
+            return Some(false);
         }
         if quotes < self.quotes || (quotes == self.quotes && col < self.container) {
-            return FenceLine::Outside;
+            return None;
         }
         let run = text.bytes().take_while(|&b| b == self.char).count();
-        let closes = quotes == self.quotes
-            && col - self.container <= 3
-            && run >= self.len
-            && text[run..].bytes().all(|b| b == b' ');
-        if closes {
-            FenceLine::Close
-        } else {
-            FenceLine::Code
-        }
+        Some(
+            quotes == self.quotes
+                && col - self.container <= 3
+                && run >= self.len
+                && text[run..].bytes().all(|b| b == b' '),
+        )
     }
 }
 
-/// A line's block quote depth, the column where its innermost container's content starts, and
-/// what follows that container's markers and the line's own indentation.
-fn containers(line: &str) -> (usize, usize, &str) {
-    let (mut quotes, mut container, mut rest) = (0, 0, line);
-    loop {
-        let text = rest.trim_start_matches(' ');
-        // Four spaces or more make indented code (in the container so far), markers or not.
-        if rest.len() - text.len() >= 4 {
-            return (quotes, container, text);
-        }
-        if let Some(after) = text.strip_prefix('>') {
-            quotes += 1;
-            // The one space after `>` belongs to the marker.
-            rest = after.strip_prefix(' ').unwrap_or(after);
-            container = line.len() - rest.len();
-            continue;
-        }
-        let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-        let marker = match text.as_bytes() {
-            [b'-' | b'*' | b'+', b' ', ..] => 2,
-            [..] if (1..=9).contains(&digits)
-                && matches!(text.as_bytes()[digits..], [b'.' | b')', b' ', ..]) =>
-            {
-                digits + 2
+/// How a line starts: its block quote depth, the column where its innermost container's content
+/// starts, the spaces of its own after that, and the text after them.
+struct LineStart<'a> {
+    quotes: usize,
+    container: usize,
+    indent: usize,
+    text: &'a str,
+}
+
+impl<'a> LineStart<'a> {
+    fn of(line: &'a str) -> LineStart<'a> {
+        let (mut quotes, mut container, mut rest) = (0, 0, line);
+        loop {
+            let text = rest.trim_start_matches(' ');
+            let indent = rest.len() - text.len();
+            let end = LineStart {
+                quotes,
+                container,
+                indent,
+                text,
+            };
+            // Four spaces or more make indented code (in the container so far), markers or not.
+            if indent >= 4 {
+                return end;
             }
-            _ => return (quotes, container, text),
-        };
-        rest = &text[marker..];
-        container = line.len() - rest.len();
+            if let Some(after) = text.strip_prefix('>') {
+                quotes += 1;
+                // The one space after `>` belongs to the marker.
+                rest = after.strip_prefix(' ').unwrap_or(after);
+                container = line.len() - rest.len();
+                continue;
+            }
+            let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+            let marker = match text.as_bytes() {
+                [b'-' | b'*' | b'+', b' ', ..] => 2,
+                [..] if (1..=9).contains(&digits)
+                    && matches!(text.as_bytes()[digits..], [b'.' | b')', b' ', ..]) =>
+                {
+                    digits + 2
+                }
+                _ => return end,
+            };
+            rest = &text[marker..];
+            container = line.len() - rest.len();
+        }
     }
 }
 
