@@ -123,6 +123,11 @@ impl StaticHeaderName {
     pub fn name(&self) -> &HeaderName {
         &self.name
     }
+
+    /// The name as written on the wire.
+    pub fn text(&self) -> &'static str {
+        self.text
+    }
 }
 
 impl IntoCaseHeaderName for &StaticHeaderName {

@@ -88,6 +88,8 @@ pub struct RequestHeader {
     raw_target: RawTarget,
     // whether we send END_STREAM with HEADERS for h2 requests
     send_end_stream: bool,
+    // signpost patch: see `insert_wire_header`.
+    wire_headers: Vec<(&'static StaticHeaderName, HeaderValue)>,
 }
 
 /// How a request-target is stored, and how [`RequestHeader::raw_path`] recovers it.
@@ -155,6 +157,7 @@ impl RequestHeader {
             header_name_map: None,
             raw_target: RawTarget::FromUri,
             send_end_stream: true,
+            wire_headers: Vec::new(),
         }
     }
 
@@ -246,11 +249,33 @@ impl RequestHeader {
         remove_header(self.header_name_map.as_mut(), &mut self.base.headers, name)
     }
 
+    /// signpost patch: sets a header that is sent after all the others and is not kept in the
+    /// header maps, for a header a proxy adds to every request and never reads back. Inserting
+    /// a header costs a hash, a probe and an entry in each of the two maps (values and case);
+    /// this costs a lookup, to remove every header of the same name the maps hold, and a push.
+    ///
+    /// The header replaces those of its name, as [Self::insert_header] would, and one set
+    /// earlier this way. It is written on the wire as the same name and value inserted would
+    /// be, and is part of [Self::as_owned_parts] (so of an HTTP/2 request too), but
+    /// `headers` does not show it.
+    pub fn insert_wire_header(&mut self, name: &'static StaticHeaderName, value: HeaderValue) {
+        self.remove_header(name.name());
+        self.wire_headers.retain(|(set, _)| set.name() != name.name());
+        self.wire_headers.push((name, value));
+    }
+
     /// Write the header to the `buf` in HTTP/1.1 wire format.
     ///
     /// The header case will be preserved.
     pub fn header_to_h1_wire(&self, buf: &mut impl BufMut) {
-        header_to_h1_wire(self.header_name_map.as_ref(), &self.base.headers, buf)
+        header_to_h1_wire(self.header_name_map.as_ref(), &self.base.headers, buf);
+        // signpost patch: see `insert_wire_header`.
+        for (name, value) in &self.wire_headers {
+            buf.put_slice(name.text().as_bytes());
+            buf.put_slice(b": ");
+            buf.put_slice(value.as_bytes());
+            buf.put_slice(b"\r\n");
+        }
     }
 
     /// If case sensitivity is enabled, returns an iterator to iterate over case-sensitive header names and values.
@@ -405,17 +430,31 @@ impl RequestHeader {
     /// rebuilding a [RequestHeader] from the result serializes the URI's origin-form path
     /// instead of the original bytes. [Clone] keeps it; [Self::set_raw_path()] restores it.
     pub fn as_owned_parts(&self) -> ReqParts {
-        clone_req_parts(&self.base)
+        let mut parts = clone_req_parts(&self.base);
+        // signpost patch: the headers set by `insert_wire_header` too.
+        append_wire_headers(&mut parts, &self.wire_headers);
+        parts
+    }
+}
+
+// signpost patch: see `RequestHeader::insert_wire_header`.
+fn append_wire_headers(
+    parts: &mut ReqParts,
+    wire_headers: &[(&'static StaticHeaderName, HeaderValue)],
+) {
+    for (name, value) in wire_headers {
+        parts.headers.append(name.name().clone(), value.clone());
     }
 }
 
 impl Clone for RequestHeader {
     fn clone(&self) -> Self {
         Self {
-            base: self.as_owned_parts(),
+            base: clone_req_parts(&self.base),
             header_name_map: self.header_name_map.clone(),
             raw_target: self.raw_target.clone(),
             send_end_stream: self.send_end_stream,
+            wire_headers: self.wire_headers.clone(),
         }
     }
 }
@@ -432,13 +471,17 @@ impl From<ReqParts> for RequestHeader {
             // The Uri is the only target available here, so it is the one that serializes.
             raw_target: RawTarget::FromUri,
             send_end_stream: true,
+            wire_headers: Vec::new(),
         }
     }
 }
 
 impl From<RequestHeader> for ReqParts {
     fn from(resp: RequestHeader) -> ReqParts {
-        resp.base
+        let mut parts = resp.base;
+        // signpost patch: see `RequestHeader::insert_wire_header`.
+        append_wire_headers(&mut parts, &resp.wire_headers);
+        parts
     }
 }
 
@@ -1114,6 +1157,39 @@ mod tests {
         let mut buf: Vec<u8> = vec![];
         resp.header_to_h1_wire(&mut buf);
         assert_eq!(buf, b"x-forwarded-for: a\r\n");
+    }
+
+    // signpost patch: a wire header replaces every header of its name, from the maps and set
+    // earlier, is sent after the others, and is part of the parts an HTTP/2 request is made of.
+    #[test]
+    fn test_insert_wire_header() {
+        static XFF: StaticHeaderName = StaticHeaderName::new("x-forwarded-for");
+        static RAY: StaticHeaderName = StaticHeaderName::new("cf-ray");
+        let mut req = RequestHeader::build("GET", b"/", Some(4)).unwrap();
+        req.insert_header("Host", "example.com").unwrap();
+        req.append_header("X-Forwarded-For", "198.51.100.1").unwrap();
+        req.append_header("X-Forwarded-For", "198.51.100.2").unwrap();
+        req.insert_header("Accept", "*/*").unwrap();
+        req.insert_wire_header(&RAY, HeaderValue::from_static("0"));
+        req.insert_wire_header(&XFF, HeaderValue::from_static("192.0.2.1"));
+        req.insert_wire_header(&RAY, HeaderValue::from_static("1"));
+        assert!(req.headers.get("x-forwarded-for").is_none());
+
+        let mut buf: Vec<u8> = vec![];
+        req.header_to_h1_wire(&mut buf);
+        assert_eq!(
+            buf,
+            b"Host: example.com\r\nAccept: */*\r\nx-forwarded-for: 192.0.2.1\r\ncf-ray: 1\r\n"
+        );
+        let mut cloned: Vec<u8> = vec![];
+        req.clone().header_to_h1_wire(&mut cloned);
+        assert_eq!(cloned, buf);
+
+        let parts = req.as_owned_parts();
+        let xff: Vec<_> = parts.headers.get_all("x-forwarded-for").iter().collect();
+        assert_eq!(xff, ["192.0.2.1"]);
+        assert_eq!(parts.headers.get("cf-ray").unwrap(), "1");
+        assert_eq!(ReqParts::from(req).headers, parts.headers);
     }
 
     #[test]
