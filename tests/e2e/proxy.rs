@@ -54,6 +54,36 @@ fn an_existing_forwarded_for_chain_is_extended() {
 }
 
 #[test]
+fn the_headers_the_edge_adds_cannot_be_spoofed() {
+    let (_origin, edge) = edge();
+    let mut stream = TcpStream::connect(edge.addr).unwrap();
+    let response = raw_exchange(
+        &mut stream,
+        b"GET / HTTP/1.1\r\nHost: example.com\r\nCF-Connecting-IP: 6.6.6.6\r\nX-Forwarded-Proto: https\r\n\
+          cf-ray: 0123456789abcdef\r\nX-Forwarded-For: 203.0.113.9\r\ncf-connecting-ip: 6.6.6.7\r\n\r\n",
+    );
+    assert_eq!(response.status, 200);
+    let ray = response.header("cf-ray").unwrap().to_string();
+    let echo: Value = serde_json::from_slice(&response.body).unwrap();
+    let lines_of = |name: &str| -> Vec<String> {
+        echo["lines"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|line| line[0] == name)
+            .map(|line| line[1].as_str().unwrap().to_string())
+            .collect()
+    };
+    // Each arrives once, with the edge's value: an origin trusts these.
+    assert_eq!(lines_of("cf-connecting-ip"), ["127.0.0.1"]);
+    assert_eq!(lines_of("x-forwarded-proto"), ["http"]);
+    assert_ne!(ray, "0123456789abcdef");
+    assert_eq!(lines_of("cf-ray"), [ray]);
+    assert_eq!(lines_of("x-forwarded-for"), ["203.0.113.9, 127.0.0.1"]);
+    assert_eq!(lines_of("host"), ["example.com"]);
+}
+
+#[test]
 fn origin_errors_pass_through_unchanged() {
     let (_origin, edge) = edge();
     let http = client(&edge);

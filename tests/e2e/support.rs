@@ -257,7 +257,7 @@ pub fn client(edge: &Edge) -> reqwest::blocking::Client {
 }
 
 /// An origin on loopback that answers every request with a JSON echo of what it received:
-/// `{"method", "path", "headers": {name: value}, "body"}`, status from `?status=NNN`, after
+/// `{"method", "path", "headers": {name: value}, "lines": [[name, value]], "body"}`, status from `?status=NNN`, after
 /// `?delay_ms=N`. Each request is answered on its own thread, so slow ones do not queue others.
 pub struct EchoOrigin {
     pub addr: SocketAddr,
@@ -290,6 +290,17 @@ impl EchoOrigin {
                             )
                         })
                         .collect();
+                    // Every header line as received, in order: the map above keeps one per name.
+                    let lines: Vec<[String; 2]> = request
+                        .headers()
+                        .iter()
+                        .map(|h| {
+                            [
+                                h.field.as_str().as_str().to_ascii_lowercase(),
+                                h.value.as_str().to_string(),
+                            ]
+                        })
+                        .collect();
                     let url = request.url().to_string();
                     if let Some(ms) = url
                         .split("delay_ms=")
@@ -309,6 +320,7 @@ impl EchoOrigin {
                         "method": request.method().as_str(),
                         "path": url,
                         "headers": headers,
+                        "lines": lines,
                         "body": body,
                     });
                     let response = tiny_http::Response::from_string(echo.to_string())

@@ -557,16 +557,16 @@ impl ProxyHttp for Edge {
             Some(client) if client != peer => http::HeaderValue::from(IpText::new(client)),
             _ => peer_text.clone(),
         };
-        // Pingora clones the client's header at its exact size: make room for the four headers
-        // at once rather than doubling both of its maps up to twice on the way.
-        upstream.reserve_headers(4)?;
-        upstream.insert_header(&X_FORWARDED_FOR, forwarded_for(session, peer_text))?;
-        upstream.insert_header(
+        // Sent after the client's headers, replacing any of the same names, and kept out of the
+        // header maps: the edge never reads them back, and each map insert (value and case
+        // maps) cost more than the rest of this hook.
+        upstream.insert_wire_header(&X_FORWARDED_FOR, forwarded_for(session, peer_text));
+        upstream.insert_wire_header(
             &X_FORWARDED_PROTO,
             http::HeaderValue::from_static(if tls { "https" } else { "http" }),
-        )?;
-        upstream.insert_header(&CF_CONNECTING_IP, client)?;
-        upstream.insert_header(&CF_RAY, ctx.ray_header())?;
+        );
+        upstream.insert_wire_header(&CF_CONNECTING_IP, client);
+        upstream.insert_wire_header(&CF_RAY, ctx.ray_header());
         Ok(())
     }
 
