@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
 use crate::support::{
-    Edge, client, frontmatter, policy, python_json, pyyaml_required, repo_root, required,
+    Edge, client, frontmatter, header_lines, policy, python_json, pyyaml_required, repo_root,
+    required,
 };
 
 /// One page the origin serves: status, headers, body bytes.
@@ -51,16 +52,7 @@ impl PageOrigin {
         thread::spawn(move || {
             for request in worker.incoming_requests() {
                 let path = request.url().split('?').next().unwrap_or("").to_string();
-                *seen_w.lock().unwrap() = request
-                    .headers()
-                    .iter()
-                    .map(|h| {
-                        (
-                            h.field.as_str().as_str().to_ascii_lowercase(),
-                            h.value.as_str().to_string(),
-                        )
-                    })
-                    .collect();
+                *seen_w.lock().unwrap() = header_lines(&request);
                 let page = pages.get(path.as_str()).cloned().unwrap_or(Page {
                     status: 404,
                     headers: vec![("content-type", "text/html".into())],

@@ -256,9 +256,24 @@ pub fn client(edge: &Edge) -> reqwest::blocking::Client {
         .unwrap()
 }
 
+/// A request's header lines as an origin received them, in order, names in lower case.
+pub fn header_lines(request: &tiny_http::Request) -> Vec<(String, String)> {
+    request
+        .headers()
+        .iter()
+        .map(|h| {
+            (
+                h.field.as_str().as_str().to_ascii_lowercase(),
+                h.value.as_str().to_string(),
+            )
+        })
+        .collect()
+}
+
 /// An origin on loopback that answers every request with a JSON echo of what it received:
-/// `{"method", "path", "headers": {name: value}, "lines": [[name, value]], "body"}`, status from `?status=NNN`, after
-/// `?delay_ms=N`. Each request is answered on its own thread, so slow ones do not queue others.
+/// `{"method", "path", "headers": {name: value}, "lines": [[name, value]], "body"}` (`lines`
+/// every header line in order), status from `?status=NNN`, after `?delay_ms=N`. Each request is
+/// answered on its own thread, so slow ones do not queue others.
 pub struct EchoOrigin {
     pub addr: SocketAddr,
     /// Requests the origin has received, so tests can assert that a refused one never arrived.
@@ -280,26 +295,11 @@ impl EchoOrigin {
                 thread::spawn(move || {
                     let mut body = String::new();
                     let _ = request.as_reader().read_to_string(&mut body);
-                    let headers: serde_json::Map<String, serde_json::Value> = request
-                        .headers()
+                    let lines = header_lines(&request);
+                    // One value per name (the last line's); `lines` has them all, in order.
+                    let headers: serde_json::Map<String, serde_json::Value> = lines
                         .iter()
-                        .map(|h| {
-                            (
-                                h.field.as_str().as_str().to_ascii_lowercase(),
-                                h.value.as_str().into(),
-                            )
-                        })
-                        .collect();
-                    // Every header line as received, in order: the map above keeps one per name.
-                    let lines: Vec<[String; 2]> = request
-                        .headers()
-                        .iter()
-                        .map(|h| {
-                            [
-                                h.field.as_str().as_str().to_ascii_lowercase(),
-                                h.value.as_str().to_string(),
-                            ]
-                        })
+                        .map(|(name, value)| (name.clone(), value.as_str().into()))
                         .collect();
                     let url = request.url().to_string();
                     if let Some(ms) = url
