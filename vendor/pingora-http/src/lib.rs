@@ -257,7 +257,9 @@ impl RequestHeader {
     /// The header replaces those of its name, as [Self::insert_header] would, and one set
     /// earlier this way. It is written on the wire as the same name and value inserted would
     /// be, and is part of [Self::as_owned_parts] (so of an HTTP/2 request too), but
-    /// `headers` does not show it.
+    /// `headers` does not show it, and [Self::insert_header], [Self::append_header] and
+    /// [Self::remove_header] called later do not see it: a header of the same name added to
+    /// the maps afterwards is sent as well. Set it last.
     pub fn insert_wire_header(&mut self, name: &'static StaticHeaderName, value: HeaderValue) {
         self.remove_header(name.name());
         self.wire_headers.retain(|(set, _)| set.name() != name.name());
