@@ -133,7 +133,9 @@ fn main() {
 }
 
 /// Every `.html` file under `dir`: throughput per core over the whole corpus, the slowest page,
-/// and the cl100k_base token reduction (median and over all bytes).
+/// and the cl100k_base token reduction (median and over all bytes); for the pages whose source
+/// ships with them (see [`source_of`]), the same reduction for the source: what the author wrote
+/// before any markup, near the floor of a conversion that keeps the text.
 fn corpus(dir: &str, limits: &Limits) {
     let mut files = Vec::new();
     let mut stack = vec![std::path::PathBuf::from(dir)];
@@ -158,6 +160,8 @@ fn corpus(dir: &str, limits: &Limits) {
     let (mut bytes, mut cpu, mut slowest) = (0usize, Duration::ZERO, Duration::ZERO);
     let (mut html_tokens, mut md_tokens, mut reductions, mut failed) =
         (0usize, 0usize, Vec::new(), 0);
+    // (Markdown's reduction, the source's reduction) for pages whose source is beside them.
+    let mut against_source: Vec<(f64, f64)> = Vec::new();
     for f in &files {
         let raw = std::fs::read(f).unwrap();
         let source = signpost_markdown::Source {
@@ -183,6 +187,13 @@ fn corpus(dir: &str, limits: &Limits) {
         html_tokens += h;
         md_tokens += m;
         reductions.push(1.0 - m as f64 / h.max(1) as f64);
+        if let Some(source) = source_of(dir, f) {
+            let s = bpe.encode_with_special_tokens(&source).len();
+            against_source.push((
+                1.0 - m as f64 / h.max(1) as f64,
+                1.0 - s as f64 / h.max(1) as f64,
+            ));
+        }
     }
     reductions.sort_by(f64::total_cmp);
     println!(
@@ -194,4 +205,32 @@ fn corpus(dir: &str, limits: &Limits) {
         100.0 * (1.0 - md_tokens as f64 / html_tokens as f64),
         100.0 * reductions[reductions.len() / 2],
     );
+    if !against_source.is_empty() {
+        let median = |mut v: Vec<f64>| {
+            v.sort_by(f64::total_cmp);
+            100.0 * v[v.len() / 2]
+        };
+        let shorter = against_source.iter().filter(|(m, s)| m >= s).count();
+        println!(
+            "  {} pages with their whole source: median page {:.1}% fewer tokens as Markdown, {:.1}% fewer as the source; the Markdown is no longer than the source on {shorter}",
+            against_source.len(),
+            median(against_source.iter().map(|p| p.0).collect()),
+            median(against_source.iter().map(|p| p.1).collect()),
+        );
+    }
+}
+
+/// The source a documentation page was generated from, when it ships with the page: git-doc's
+/// AsciiDoc beside each page (`git-add.txt`), Sphinx's reStructuredText under `_sources`
+/// (`_sources/library/functions.rst.txt`). A source that includes other files is not the whole
+/// page, and counts as none.
+fn source_of(dir: &str, page: &std::path::Path) -> Option<String> {
+    let beside = page.with_extension("txt");
+    let sphinx = std::path::Path::new(dir)
+        .join("_sources")
+        .join(page.strip_prefix(dir).ok()?.with_extension("rst.txt"));
+    let source = std::fs::read_to_string(beside)
+        .or_else(|_| std::fs::read_to_string(sphinx))
+        .ok()?;
+    (!source.contains("include::")).then_some(source)
 }
