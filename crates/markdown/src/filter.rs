@@ -5,7 +5,8 @@
 //! attributes the conversion uses; keeps `<span>` tags (meaningless in Markdown once their
 //! attributes are gone, and many in highlighted code) out of the tree; and bounds what the tree builder and the converter will see:
 //! nesting is flattened past [`Limits::max_depth`], and a page with more than
-//! [`Limits::max_elements`] elements is refused.
+//! [`Limits::max_elements`] elements, or more than [`MAX_ELEMENT_NAMES`] distinct element
+//! names, is refused.
 //!
 //! Every token costs O(1) here (amortized: an end tag pops the entries it closes, each pushed
 //! once), so the pass is linear in the page whatever its shape. The bounded nesting is what
@@ -17,6 +18,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::time::Instant;
 
 use html5ever::tendril::StrTendril;
@@ -39,6 +41,15 @@ pub const MAX_ATTRIBUTE_BYTES: usize = 8 * 1024;
 /// per level, so its work is the page's size times this nesting: 100,000 nested `<ul><li>`
 /// took seconds at the general depth limit. Real documents nest lists a handful of levels.
 pub const MAX_BLOCK_NESTING: usize = 16;
+
+/// A page with more distinct element names than this is refused. The tokenizer interns each
+/// name in string_cache's process-wide set, whose buckets are chosen by a hash that is not
+/// keyed: a page can put every name it invents in one bucket, and each name the tokenizer
+/// reads then walks past every other one alive (a 1 MB page of 60,000 such names ran into the
+/// parse deadline, 2 s, where a page of as many ordinary names took 74 ms). The names of a
+/// page's elements stay alive while it is parsed, and this bounds how many. HTML has about 150
+/// element names; real pages add a few custom ones.
+pub const MAX_ELEMENT_NAMES: usize = 1024;
 
 /// Parses UTF-8 `html` through the filter into a tree.
 pub fn parse(html: &str, limits: &Limits) -> Result<RcDom, Error> {
@@ -69,8 +80,8 @@ pub fn parse(html: &str, limits: &Limits) -> Result<RcDom, Error> {
         // A `</script>` or a `<meta charset>` suspends the tokenizer; it resumes where it
         // stopped. `Done` means this piece is used up (an unfinished token waits for more).
         while !matches!(tokenizer.feed(&input), TokenizerResult::Done) {}
-        if tokenizer.sink.refused.get() {
-            return Err(Error::TooComplex("too many elements"));
+        if tokenizer.sink.refused() {
+            return Err(Error::TooComplex("too many elements or element names"));
         }
         if started.elapsed() > deadline {
             return Err(Error::TooComplex("parse deadline"));
@@ -78,8 +89,8 @@ pub fn parse(html: &str, limits: &Limits) -> Result<RcDom, Error> {
     }
     tokenizer.end();
     let filter = tokenizer.sink;
-    if filter.refused.get() {
-        return Err(Error::TooComplex("too many elements"));
+    if filter.refused() {
+        return Err(Error::TooComplex("too many elements or element names"));
     }
     Ok(filter.builder.sink)
 }
@@ -116,15 +127,41 @@ struct Filter {
     text: RefCell<Option<StrTendril>>,
 }
 
+/// An element name as a key of [`State::open_by_name`], hashed by its text. `LocalName`'s own
+/// `Hash` gives the hasher only string_cache's 32-bit hash of the name, which is not keyed, and
+/// for a name of up to seven bytes is the name's bytes folded in half: a page can give
+/// thousands of names one hash (`abcxabc`, `abdxabd`, ...), and every lookup among them would
+/// compare them all (a 1 MB page of them ran past the parse deadline). By its text, through
+/// std's keyed hasher, the page cannot choose collisions.
+#[derive(PartialEq, Eq)]
+struct NameKey(LocalName);
+
+impl std::hash::Hash for NameKey {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        // As `str` hashes, so that a `&str` finds its key (see the `Borrow`).
+        (*self.0).hash(state);
+    }
+}
+
+/// Two atoms are equal exactly when their texts are (atoms are interned).
+impl std::borrow::Borrow<str> for NameKey {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
 #[derive(Default)]
 struct State {
     elements: usize,
     /// Counted open elements (see [`counted`]) and the element being dropped, innermost last.
     open: Vec<Open>,
     /// How many entries of `open` have each name, so a stray end tag is ignored in O(1).
-    /// (std's keyed hasher: custom element names are the page's to choose, and string_cache's
-    /// own 32-bit hash of a name is not keyed.)
-    open_by_name: HashMap<LocalName, usize>,
+    /// Keyed by the name's text with std's keyed hasher: names are the page's to choose (see
+    /// [`NameKey`]). An entry per distinct name, so at most [`Limits::max_elements`].
+    open_by_name: HashMap<NameKey, usize>,
+    /// Set when a name would have been past [`MAX_ELEMENT_NAMES`]: the next start tag refuses
+    /// the page.
+    too_many_names: bool,
     /// Open `<article>`, `<main>` or `role="main"` elements: a `<header>` or `<footer>` inside
     /// one is the article's own (its title, its byline) and is kept.
     content_depth: usize,
@@ -320,6 +357,11 @@ fn judge(tag: &Tag) -> Verdict {
 }
 
 impl Filter {
+    /// Whether the page is refused: too many elements, or too many names.
+    fn refused(&self) -> bool {
+        self.refused.get() || self.state.borrow().too_many_names
+    }
+
     fn forward(&self, token: Token, line: u64) -> TokenSinkResult<Handle> {
         self.flush_text(line);
         self.builder.process_token(token, line)
@@ -351,7 +393,7 @@ impl Filter {
     fn start_tag(&self, mut tag: Tag, line: u64) -> TokenSinkResult<Handle> {
         let mut state = self.state.borrow_mut();
         state.elements += 1;
-        if state.elements > self.limits.max_elements {
+        if state.elements > self.limits.max_elements || state.too_many_names {
             self.refused.set(true);
             // Nothing after this is read as markup; the caller refuses the page.
             return TokenSinkResult::Plaintext;
@@ -447,7 +489,7 @@ impl Filter {
 
     fn end_tag(&self, tag: Tag, line: u64) -> TokenSinkResult<Handle> {
         let mut state = self.state.borrow_mut();
-        if state.open_by_name.get(&tag.name).is_none_or(|&n| n == 0) {
+        if state.open_by_name.get(&*tag.name).is_none_or(|&n| n == 0) {
             // Stray, void or uncounted: the tree builder knows what to do with it.
             if state.skipping.is_some() {
                 return TokenSinkResult::Continue;
@@ -489,7 +531,14 @@ impl State {
         if block {
             self.block_depth += 1;
         }
-        *self.open_by_name.entry(name.clone()).or_insert(0) += 1;
+        let names = self.open_by_name.len();
+        match self.open_by_name.entry(NameKey(name.clone())) {
+            Entry::Occupied(mut seen) => *seen.get_mut() += 1,
+            Entry::Vacant(_) if names >= MAX_ELEMENT_NAMES => self.too_many_names = true,
+            Entry::Vacant(new) => {
+                new.insert(1);
+            }
+        }
         self.open.push(Open {
             name,
             flattened,
@@ -500,7 +549,7 @@ impl State {
 
     fn pop(&mut self) -> Option<Open> {
         let open = self.open.pop()?;
-        if let Some(n) = self.open_by_name.get_mut(&open.name) {
+        if let Some(n) = self.open_by_name.get_mut(&*open.name) {
             *n = n.saturating_sub(1);
         }
         if open.content {
@@ -763,5 +812,69 @@ mod tests {
             ..Limits::default()
         };
         assert!(run(&html, &limits).is_ok());
+    }
+
+    /// `pqrXpqr` for every three letters: names of seven bytes, which string_cache packs into
+    /// the atom itself and hashes by folding in half, so all 17,576 have one hash.
+    fn names_of_one_atom_hash() -> Vec<String> {
+        let letters = || b'a'..=b'z';
+        let mut names = Vec::new();
+        for a in letters() {
+            for b in letters() {
+                for c in letters() {
+                    let three = String::from_utf8(vec![a, b, c]).unwrap();
+                    names.push(format!("{three}x{three}"));
+                }
+            }
+        }
+        names
+    }
+
+    /// The open elements are counted by name in a map keyed by the name's text: keyed by the
+    /// atom, the map would hash only the atom's own hash, which a page can make the same for
+    /// thousands of names.
+    #[test]
+    fn names_the_page_makes_collide_do_not_collide_in_the_open_elements_map() {
+        use std::hash::BuildHasher;
+        let names: Vec<LocalName> = names_of_one_atom_hash()
+            .iter()
+            .map(|n| LocalName::from(n.as_str()))
+            .collect();
+        let atom_hashes: std::collections::HashSet<u32> =
+            names.iter().map(LocalName::get_hash).collect();
+        assert_eq!(atom_hashes.len(), 1, "the atoms share one hash");
+        let hasher = std::collections::hash_map::RandomState::new();
+        let keys: std::collections::HashSet<u64> = names
+            .iter()
+            .map(|n| hasher.hash_one(NameKey(n.clone())))
+            .collect();
+        // 17,576 random 64-bit values: a repeat has a chance of about one in 10^11.
+        assert_eq!(keys.len(), names.len());
+    }
+
+    /// Every distinct element name stays interned while the page is parsed, so a page may
+    /// have only so many; those of one bucket would make each name read walk the others.
+    #[test]
+    fn pages_with_more_element_names_than_the_cap_are_refused() {
+        let page = |names: &[String]| {
+            let mut html = String::from("<body>");
+            for name in names {
+                html.push_str(&format!("<{name}>"));
+            }
+            html + "text"
+        };
+        let ordinary: Vec<String> = (0..=MAX_ELEMENT_NAMES).map(|i| format!("n{i}")).collect();
+        let dom = parse(&page(&ordinary[..MAX_ELEMENT_NAMES]), &limits()).expect("at the cap");
+        assert!(find(&dom.document, "n0").is_some());
+        assert!(inner_html(&dom.document, "body").contains("text"));
+        // One more, even as the page's last tag, is refused.
+        for names in [&ordinary[..], &names_of_one_atom_hash()[..]] {
+            let result = parse(&page(names), &limits());
+            assert!(
+                matches!(result, Err(Error::TooComplex(_))),
+                "{} names",
+                names.len()
+            );
+        }
     }
 }

@@ -46,7 +46,7 @@ use htmd::options::{BulletListMarker, Options};
 use url::Url;
 
 pub use decode::{MAX_CODINGS, decode_body, sniff_encoding, to_utf8};
-pub use filter::MAX_ATTRIBUTE_BYTES;
+pub use filter::{MAX_ATTRIBUTE_BYTES, MAX_ELEMENT_NAMES};
 
 /// The default cap on the decoded page, as Cloudflare's: 6 MiB.
 pub const DEFAULT_MAX_BYTES: usize = 6 * 1024 * 1024;
