@@ -186,13 +186,11 @@ fn corpus(dir: &str, limits: &Limits) {
         let m = bpe.encode_with_special_tokens(&md).len();
         html_tokens += h;
         md_tokens += m;
-        reductions.push(1.0 - m as f64 / h.max(1) as f64);
+        let reduction = 1.0 - m as f64 / h.max(1) as f64;
+        reductions.push(reduction);
         if let Some(source) = source_of(dir, f) {
             let s = bpe.encode_with_special_tokens(&source).len();
-            against_source.push((
-                1.0 - m as f64 / h.max(1) as f64,
-                1.0 - s as f64 / h.max(1) as f64,
-            ));
+            against_source.push((reduction, 1.0 - s as f64 / h.max(1) as f64));
         }
     }
     reductions.sort_by(f64::total_cmp);
