@@ -58,6 +58,57 @@ pub trait ServerApp {
 
     /// This callback will be called once after the service stops listening to its endpoints.
     async fn cleanup(&self) {}
+
+    /// signpost patch: called for each accepted connection before any handshake (TLS), with the
+    /// peer's address. `None` closes the connection unread. The [`Admission`] returned is held
+    /// until the connection ends: its handshake failed or timed out, or [`Self::process_new`]
+    /// returned, so that an application can count connections still in their handshake.
+    ///
+    /// By default every connection is admitted and nothing is held.
+    fn admit(&self, _peer: Option<&crate::protocols::l4::socket::SocketAddr>) -> Option<Admission> {
+        Some(Admission::default())
+    }
+
+    /// signpost patch: the deadline for a connection's handshake (TLS), from its acceptance.
+    /// Called once per connection. By default 60 s, Pingora's fixed deadline before.
+    fn handshake_timeout(&self) -> Duration {
+        Duration::from_secs(60)
+    }
+
+    /// signpost patch: a connection's handshake failed (`timed_out` false) or missed
+    /// [`Self::handshake_timeout`] (`timed_out` true); the connection is closed after this.
+    ///
+    /// By default logged at error level, as Pingora did before.
+    fn handshake_failed(
+        &self,
+        peer: Option<&crate::protocols::l4::socket::SocketAddr>,
+        timed_out: bool,
+        error: Option<&pingora_error::Error>,
+    ) {
+        match (timed_out, peer, error) {
+            (true, _, _) => error!("Downstream handshake timeout"),
+            (false, Some(addr), Some(e)) => error!("Downstream handshake error from {addr}: {e}"),
+            (false, _, Some(e)) => error!("Downstream handshake error: {e}"),
+            (false, _, None) => error!("Downstream handshake error"),
+        }
+    }
+}
+
+/// signpost patch: what [`ServerApp::admit`] holds for a connection's whole life (for example a
+/// slot in a per-client count, released when dropped).
+#[derive(Default)]
+pub struct Admission {
+    /// Never read: held only to be dropped with the connection.
+    _held: Option<Box<dyn Any + Send + Sync>>,
+}
+
+impl Admission {
+    /// Holds `value` until the connection ends.
+    pub fn holding(value: impl Any + Send + Sync) -> Self {
+        Admission {
+            _held: Some(Box::new(value)),
+        }
+    }
 }
 #[non_exhaustive]
 #[derive(Clone, Debug, Default)]

@@ -38,7 +38,6 @@ use pingora_runtime::current_handle;
 use pingora_timeout::timeout;
 use std::fs::Permissions;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// Override the runtime options used to run a listening service.
 pub type RuntimeOptsOverride = Arc<dyn Fn(&RuntimeOpts) -> Option<RuntimeOpts> + Send + Sync>;
@@ -231,23 +230,15 @@ impl<A: ServerApp + Send + Sync + 'static> Service<A> {
                     let shutdown = shutdown.clone();
                     current_handle().spawn(async move {
                         let peer_addr = io.peer_addr();
-                        match timeout(Duration::from_secs(60), io.handshake()).await {
-                            Ok(handshake) => {
-                                match handshake {
-                                    Ok(io) => Self::handle_event(io, app, shutdown).await,
-                                    Err(e) => {
-                                        // TODO: Maybe IOApp trait needs a fn to handle/filter out this error
-                                        if let Some(addr) = peer_addr {
-                                            error!("Downstream handshake error from {}: {e}", addr);
-                                        } else {
-                                            error!("Downstream handshake error: {e}");
-                                        }
-                                    }
-                                }
-                            }
-                            Err(_) => {
-                                error!("Downstream handshake timeout");
-                            }
+                        // signpost patch: admission before the handshake, held to the end of the
+                        // connection, and the application's handshake deadline.
+                        let Some(_admission) = app.admit(peer_addr.as_ref()) else {
+                            return;
+                        };
+                        match timeout(app.handshake_timeout(), io.handshake()).await {
+                            Ok(Ok(io)) => Self::handle_event(io, app, shutdown).await,
+                            Ok(Err(e)) => app.handshake_failed(peer_addr.as_ref(), false, Some(&*e)),
+                            Err(_) => app.handshake_failed(peer_addr.as_ref(), true, None),
                         }
                     });
                 }
