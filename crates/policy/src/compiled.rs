@@ -306,6 +306,8 @@ mod tests {
     fn connections_and_body_options_are_read() {
         let text = "[connections]\nidle_timeout = \"5s\"\nheader_timeout = \"2s\"\n\
                     body_timeout = \"3s\"\nbody_min_rate = \"2KiB/s\"\nmax_per_client = 7\n\
+                    tls_handshake_timeout = \"4s\"\nsend_timeout = \"20s\"\n\
+                    max_in_flight_per_client = 9\nh2_max_requests_per_connection = 50\n\
                     [[zone]]\nname = \"a\"\nhosts = [\"x.com\"]\norigin = \"127.0.0.1:1\"\n\
                     max_body_size = \"64KiB\"\nallow_trace = true\n";
         let p = CompiledPolicy::from_toml(text, "t.toml", Path::new("."), None).unwrap();
@@ -318,6 +320,10 @@ mod tests {
                 body_timeout: secs(3),
                 body_min_rate: 2048,
                 max_per_client: 7,
+                tls_handshake_timeout: secs(4),
+                send_timeout: secs(20),
+                max_in_flight_per_client: 9,
+                h2_max_requests_per_connection: 50,
             }
         );
         assert_eq!(p.zones()[0].max_body_size, 65536);

@@ -74,6 +74,10 @@ pub(crate) struct ConnectionsFile {
     pub body_timeout: Option<Spanned<String>>,
     pub body_min_rate: Option<Spanned<String>>,
     pub max_per_client: Option<Spanned<i64>>,
+    pub tls_handshake_timeout: Option<Spanned<String>>,
+    pub send_timeout: Option<Spanned<String>>,
+    pub max_in_flight_per_client: Option<Spanned<i64>>,
+    pub h2_max_requests_per_connection: Option<Spanned<i64>>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -37,6 +37,24 @@ pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_BODY_MIN_RATE: u64 = 1024;
 /// Default cap on concurrent connections from one client address (IPv6 grouped by /64).
 pub const DEFAULT_MAX_PER_CLIENT: u32 = 256;
+/// Default deadline for a TLS handshake, from the connection's acceptance. A real client finishes
+/// a TLS 1.3 handshake in two round trips, under 2 s even on a lossy mobile link at 500 ms RTT;
+/// 10 s leaves five times that, while a connection that says nothing is held a sixth of
+/// Pingora's fixed 60 s (nginx's `ssl_handshake_timeout` is 60 s; Envoy's
+/// `transport_socket_connect_timeout` is off by default, 15 s in its edge guide).
+pub const DEFAULT_TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Default deadline for a client to take response bytes: a response none of whose bytes the
+/// client takes for this long is ended (nginx's `send_timeout` is 60 s between two writes;
+/// Envoy's `stream_idle_timeout` is 5 min).
+pub const DEFAULT_SEND_TIMEOUT: Duration = Duration::from_secs(60);
+/// Default cap on the requests one client address has in flight to origins, HTTP/1 connections
+/// and HTTP/2 streams together: the same as `max_per_client`, so an HTTP/1 client keeps every
+/// request it could have before, and an HTTP/2 client gets no more.
+pub const DEFAULT_MAX_IN_FLIGHT_PER_CLIENT: u32 = 256;
+/// Default number of requests one HTTP/2 connection may carry before the edge sends GOAWAY and
+/// the client reconnects (nginx's `keepalive_requests`, 1,000; Envoy's
+/// `max_requests_per_connection` is off).
+pub const DEFAULT_H2_MAX_REQUESTS_PER_CONNECTION: u32 = 1000;
 /// Default request body limit of a zone (Cloudflare's Free and Pro plans: 100 MB).
 pub const DEFAULT_MAX_BODY_SIZE: u64 = 100 * 1000 * 1000;
 
@@ -51,8 +69,17 @@ pub struct Connections {
     pub body_timeout: Duration,
     /// The slowest average body rate accepted after `body_timeout`, in bytes per second.
     pub body_min_rate: u64,
-    /// Concurrent connections one client address (IPv6: one /64) may hold.
+    /// Concurrent connections one client address (IPv6: one /64) may hold, counted from
+    /// acceptance, so that connections still in their TLS handshake count too.
     pub max_per_client: u32,
+    /// The deadline for a TLS handshake, from the connection's acceptance.
+    pub tls_handshake_timeout: Duration,
+    /// The longest a response may wait for its client to take bytes.
+    pub send_timeout: Duration,
+    /// Requests one client address may have in flight to origins, over every protocol.
+    pub max_in_flight_per_client: u32,
+    /// Requests one HTTP/2 connection may carry before the edge asks the client to reconnect.
+    pub h2_max_requests_per_connection: u32,
 }
 
 impl Default for Connections {
@@ -63,6 +90,10 @@ impl Default for Connections {
             body_timeout: DEFAULT_BODY_TIMEOUT,
             body_min_rate: DEFAULT_BODY_MIN_RATE,
             max_per_client: DEFAULT_MAX_PER_CLIENT,
+            tls_handshake_timeout: DEFAULT_TLS_HANDSHAKE_TIMEOUT,
+            send_timeout: DEFAULT_SEND_TIMEOUT,
+            max_in_flight_per_client: DEFAULT_MAX_IN_FLIGHT_PER_CLIENT,
+            h2_max_requests_per_connection: DEFAULT_H2_MAX_REQUESTS_PER_CONNECTION,
         }
     }
 }
@@ -456,20 +487,35 @@ fn validate_connections(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Connectio
     let Some(c) = &file.connections else {
         return defaults;
     };
-    let max_per_client = match &c.max_per_client {
-        None => defaults.max_per_client,
+    let mut count = |name: &str, value: Option<&Spanned<i64>>, default: u32| match value {
+        None => default,
         Some(v) => match u32::try_from(*v.get_ref()) {
             Ok(n) if n > 0 => n,
             _ => {
                 d.at(
                     ProblemKind::Invalid,
                     span(v),
-                    "`max_per_client` must be a whole number from 1 to 4294967295",
+                    format!("`{name}` must be a whole number from 1 to 4294967295"),
                 );
-                defaults.max_per_client
+                default
             }
         },
     };
+    let max_per_client = count(
+        "max_per_client",
+        c.max_per_client.as_ref(),
+        defaults.max_per_client,
+    );
+    let max_in_flight_per_client = count(
+        "max_in_flight_per_client",
+        c.max_in_flight_per_client.as_ref(),
+        defaults.max_in_flight_per_client,
+    );
+    let h2_max_requests_per_connection = count(
+        "h2_max_requests_per_connection",
+        c.h2_max_requests_per_connection.as_ref(),
+        defaults.h2_max_requests_per_connection,
+    );
     let body_min_rate = match &c.body_min_rate {
         None => defaults.body_min_rate,
         Some(v) => {
@@ -496,6 +542,14 @@ fn validate_connections(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Connectio
         body_timeout: duration(d, c.body_timeout.as_ref(), defaults.body_timeout),
         body_min_rate,
         max_per_client,
+        tls_handshake_timeout: duration(
+            d,
+            c.tls_handshake_timeout.as_ref(),
+            defaults.tls_handshake_timeout,
+        ),
+        send_timeout: duration(d, c.send_timeout.as_ref(), defaults.send_timeout),
+        max_in_flight_per_client,
+        h2_max_requests_per_connection,
     }
 }
 
