@@ -1,22 +1,28 @@
 //! The per-client connection cap: one client address (an IPv6 client by its /64) may hold at most
-//! `[connections] max_per_client` connections at once; more are closed as soon as they are
-//! accepted, counted and logged at a bounded rate.
+//! `[connections] max_per_client` connections at once, counted from their acceptance, so that
+//! connections still in their TLS handshake count; more are closed as soon as they are accepted,
+//! counted and logged at a bounded rate.
 //!
-//! The cap wraps the edge's Pingora application: `process_new` runs once per connection, for
-//! its whole life, so a guard held across it counts exactly the open connections.
+//! The cap wraps the edge's Pingora application: `admit` runs once per accepted connection, and
+//! Pingora holds what it returns until the connection ends (vendor/README.md, pingora-core item
+//! 9), so a slot held there counts exactly the open connections. The same wrapper sets the TLS
+//! handshake deadline and puts every HTTP/2 connection behind its guard (h2guard.rs).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
-use pingora::apps::ServerApp;
-use pingora::protocols::Stream;
+use pingora::apps::{Admission, ServerApp};
+use pingora::protocols::l4::socket::SocketAddr as PingoraSocketAddr;
+use pingora::protocols::{ALPN, Stream};
 use pingora::server::ShutdownWatch;
 use prometheus_client::metrics::gauge::Gauge;
 
+use crate::h2guard::Guarded;
 use crate::malformed::LogBudget;
 use crate::metrics::Metrics;
 use crate::reload::Loaded;
@@ -116,6 +122,36 @@ impl<A> Capped<A> {
     }
 }
 
+impl<A> Capped<A> {
+    /// Counts a new connection from `peer` against its client's cap, or refuses it.
+    fn admit_peer(&self, peer: IpAddr) -> Result<Option<Slot>, ()> {
+        let loaded = self.policy.load();
+        if loaded.policy.is_trusted_proxy(peer) {
+            // A trusted proxy carries many clients: not capped.
+            return Ok(None);
+        }
+        let max = loaded.policy.connections().max_per_client;
+        drop(loaded);
+        let key = client_key(peer);
+        match self.table.try_open(key, max) {
+            Some(slot) => Ok(Some(slot)),
+            None => {
+                self.metrics
+                    .observe_connection_event("too_many_connections");
+                if self.log.allow() {
+                    tracing::warn!(
+                        client = %key,
+                        max_per_client = max,
+                        suppressed = self.log.take_suppressed(),
+                        "connection refused: the client holds max_per_client connections"
+                    );
+                }
+                Err(())
+            }
+        }
+    }
+}
+
 #[async_trait]
 impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
     async fn process_new(
@@ -123,46 +159,114 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
         stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
-        let peer = stream
+        if stream.selected_alpn_proto() != Some(ALPN::H2) {
+            return self.inner.process_new(stream, shutdown).await;
+        }
+        // HTTP/2: the guard reads the frames (h2guard.rs) and may ask for a graceful GOAWAY
+        // once the connection carried its request budget, through the shutdown signal that
+        // Pingora's HTTP/2 accept loop already answers with one.
+        let budget = self
+            .policy
+            .load()
+            .policy
+            .connections()
+            .h2_max_requests_per_connection;
+        let client = stream
             .get_socket_digest()
             .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
-        let _slot = match peer {
-            Some(ip) => {
-                let loaded = self.policy.load();
-                if loaded.policy.is_trusted_proxy(ip) {
-                    // A trusted proxy carries many clients: not capped.
-                    drop(loaded);
-                    return self.inner.process_new(stream, shutdown).await;
-                }
-                let max = loaded.policy.connections().max_per_client;
-                drop(loaded);
-                let key = client_key(ip);
-                match self.table.try_open(key, max) {
-                    Some(slot) => Some(slot),
-                    None => {
-                        self.metrics
-                            .observe_connection_event("too_many_connections");
-                        if self.log.allow() {
-                            tracing::warn!(
-                                client = %key,
-                                max_per_client = max,
-                                suppressed = self.log.take_suppressed(),
-                                "connection refused: the client holds max_per_client connections"
-                            );
-                        }
-                        // Closed unread: answering would cost the reads the cap exists to save.
-                        return None;
-                    }
+        let (guarded, signals) = Guarded::new(stream, budget);
+        let (retire, retired) = tokio::sync::watch::channel(*shutdown.borrow());
+        let mut server_shutdown = shutdown.clone();
+        let relay = async {
+            tokio::select! {
+                _ = server_shutdown.wait_for(|stopping| *stopping) => {}
+                () = signals.retire.notified() => {
+                    self.metrics.observe_connection_event("h2_request_budget");
                 }
             }
-            // A Unix socket peer has no address to count.
-            None => None,
+            let _ = retire.send(true);
+            std::future::pending::<()>().await
         };
-        self.inner.process_new(stream, shutdown).await
+        tokio::select! {
+            _ = self.inner.process_new(Box::new(guarded), &retired) => {}
+            () = relay => {}
+        }
+        if let Some(abuse) = signals.closed_for() {
+            self.metrics.observe_connection_event(abuse.event());
+            if self.log.allow() {
+                tracing::warn!(
+                    client = %OrUnknown(client),
+                    reason = abuse.event(),
+                    suppressed = self.log.take_suppressed(),
+                    "HTTP/2 connection closed with GOAWAY ENHANCE_YOUR_CALM"
+                );
+            }
+        }
+        None
+    }
+
+    /// Every connection is counted from its acceptance, before its TLS handshake, so that
+    /// connections that never finish one count against their client's cap too. Closed unread
+    /// when over the cap: answering would cost the reads the cap exists to save.
+    fn admit(&self, peer: Option<&PingoraSocketAddr>) -> Option<Admission> {
+        // A Unix socket peer has no address to count.
+        let Some(ip) = peer.and_then(|p| p.as_inet()).map(|a| a.ip()) else {
+            return Some(Admission::default());
+        };
+        match self.admit_peer(ip) {
+            Ok(Some(slot)) => Some(Admission::holding(slot)),
+            Ok(None) => Some(Admission::default()),
+            Err(()) => None,
+        }
+    }
+
+    /// `[connections] tls_handshake_timeout`, read per connection so that a reload changes it.
+    fn handshake_timeout(&self) -> Duration {
+        self.policy
+            .load()
+            .policy
+            .connections()
+            .tls_handshake_timeout
+    }
+
+    fn handshake_failed(
+        &self,
+        peer: Option<&PingoraSocketAddr>,
+        timed_out: bool,
+        error: Option<&pingora::Error>,
+    ) {
+        let event = if timed_out {
+            "tls_handshake_timeout"
+        } else {
+            "tls_handshake_failed"
+        };
+        self.metrics.observe_connection_event(event);
+        if self.log.allow() {
+            let client = peer.and_then(|p| p.as_inet()).map(|a| a.ip());
+            tracing::info!(
+                client = %OrUnknown(client),
+                event,
+                error = %crate::facts::LogSafe(&error.map(|e| e.to_string()).unwrap_or_default()),
+                suppressed = self.log.take_suppressed(),
+                "TLS handshake not completed"
+            );
+        }
     }
 
     async fn cleanup(&self) {
         self.inner.cleanup().await;
+    }
+}
+
+/// A client address in a log line, or `-`.
+struct OrUnknown(Option<IpAddr>);
+
+impl std::fmt::Display for OrUnknown {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(ip) => ip.fmt(f),
+            None => f.write_str("-"),
+        }
     }
 }
 

@@ -8,6 +8,8 @@ mod commands;
 mod conncap;
 mod facts;
 mod fleet;
+mod h2guard;
+mod inflight;
 mod malformed;
 mod markdown;
 mod metrics;

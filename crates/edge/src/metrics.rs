@@ -73,6 +73,7 @@ pub struct Metrics {
     reloads: Family<OutcomeLabel, Counter>,
     connection_events: Family<EventLabel, Counter>,
     client_connections: Gauge<i64, std::sync::atomic::AtomicI64>,
+    client_requests_in_flight: Gauge<i64, std::sync::atomic::AtomicI64>,
     rate_limit_keys: Gauge<i64, std::sync::atomic::AtomicI64>,
     rate_limit_evicted: Gauge<u64, AtomicU64>,
     rate_limit_sketched: Gauge<u64, AtomicU64>,
@@ -114,7 +115,9 @@ impl Metrics {
         registry.register(
             "connection_events",
             "Clients cut or refused at the connection level: idle_timeout, header_timeout, \
-             body_timeout, malformed, too_many_connections",
+             body_timeout, malformed, too_many_connections, tls_handshake_timeout, \
+             tls_handshake_failed, send_timeout, request_cancelled, too_many_in_flight, \
+             h2_premature_resets, h2_control_flood, h2_request_budget",
             connection_events.clone(),
         );
         let client_connections = Gauge::default();
@@ -122,6 +125,13 @@ impl Metrics {
             "client_connections",
             "Client connections open now, as the per-client cap counts them",
             client_connections.clone(),
+        );
+        let client_requests_in_flight = Gauge::default();
+        registry.register(
+            "client_requests_in_flight",
+            "Requests on their way to origins now, as max_in_flight_per_client counts them \
+             (including those a client cancelled, held while the origin may still work on them)",
+            client_requests_in_flight.clone(),
         );
         let rate_limit_keys = Gauge::default();
         registry.register(
@@ -182,6 +192,7 @@ impl Metrics {
             reloads,
             connection_events,
             client_connections,
+            client_requests_in_flight,
             rate_limit_keys,
             rate_limit_evicted,
             rate_limit_sketched,
@@ -273,6 +284,11 @@ impl Metrics {
     /// The gauge of open client connections, which the connection cap keeps.
     pub fn client_connections(&self) -> Gauge<i64, std::sync::atomic::AtomicI64> {
         self.client_connections.clone()
+    }
+
+    /// The gauge of requests in flight to origins, which the in-flight cap keeps.
+    pub fn client_requests_in_flight(&self) -> Gauge<i64, std::sync::atomic::AtomicI64> {
+        self.client_requests_in_flight.clone()
     }
 
     pub fn observe_policy_loaded(&self) {

@@ -75,6 +75,10 @@ pub struct Edge {
     idle_log: crate::malformed::LogBudget,
     /// Origin HTML converted to Markdown: connector, conversion slots, memory budget.
     markdown: crate::markdown::Converter,
+    /// Requests each client has on their way to origins (`max_in_flight_per_client`).
+    in_flight: Arc<crate::inflight::InFlight>,
+    /// Bounds the log lines of clients refused for too many requests in flight.
+    in_flight_log: crate::malformed::LogBudget,
 }
 
 /// What one request learned on its way through the pipeline; `logging` reports it.
@@ -102,6 +106,11 @@ pub struct RequestCtx {
     proxying: bool,
     /// What happened to a request for Markdown on a converting zone, for the access log.
     markdown: Option<crate::markdown::Outcome>,
+    /// The request's place among its client's requests in flight to origins.
+    in_flight: Option<crate::inflight::Slot>,
+    /// Set once the origin's response header arrived: a client that leaves after it no longer
+    /// holds the origin's work.
+    origin_answered: bool,
 }
 
 impl RequestCtx {
@@ -154,6 +163,7 @@ impl Edge {
         origin_override: Option<Origin>,
         metrics: Arc<Metrics>,
     ) -> Edge {
+        let in_flight_gauge = metrics.client_requests_in_flight();
         Edge {
             policy,
             origin_override,
@@ -162,6 +172,8 @@ impl Edge {
             unreadable_log: Default::default(),
             idle_log: Default::default(),
             markdown: crate::markdown::Converter::default(),
+            in_flight: Arc::new(crate::inflight::InFlight::new(in_flight_gauge)),
+            in_flight_log: Default::default(),
         }
     }
 
@@ -336,6 +348,8 @@ impl ProxyHttp for Edge {
             body_started: None,
             proxying: false,
             markdown: None,
+            in_flight: None,
+            origin_answered: false,
         })
     }
 
@@ -447,7 +461,31 @@ impl ProxyHttp for Edge {
             return Ok(true);
         }
 
-        // 4. Markdown asked for on a zone that converts: the edge forwards it itself.
+        // 6. The client's share of origin work: at most `max_in_flight_per_client` requests on
+        //    their way to origins, over every protocol.
+        let client = crate::conncap::client_key(ctx.client_ip.unwrap_or(ctx.facts.peer));
+        let max = loaded.policy.connections().max_in_flight_per_client;
+        match self.in_flight.try_start(client, max, ctx.started) {
+            Some(slot) => ctx.in_flight = Some(slot),
+            None => {
+                self.metrics.observe_connection_event("too_many_in_flight");
+                if self.in_flight_log.allow() {
+                    tracing::warn!(
+                        ray_id = %ctx.ray_id,
+                        client = %client,
+                        max_in_flight_per_client = max,
+                        suppressed = self.in_flight_log.take_suppressed(),
+                        "request refused: the client has max_in_flight_per_client requests in flight"
+                    );
+                }
+                // 429 (1015): the request is fine, the client has too many of them at once; one
+                // of its own requests ending frees a place, so a second's wait is the advice.
+                Box::pin(self.answer(session, ctx, Code::RATE_LIMITED, Some(1))).await?;
+                return Ok(true);
+            }
+        }
+
+        // 7. Markdown asked for on a zone that converts: the edge forwards it itself.
         if self.zone(ctx).is_some_and(|z| z.markdown.enabled) {
             Box::pin(self.serve_markdown(session, ctx)).await
         } else {
@@ -578,6 +616,7 @@ impl ProxyHttp for Edge {
         response: &mut ResponseHeader,
         ctx: &mut Self::CTX,
     ) -> Result<()> {
+        ctx.origin_answered = true;
         response.insert_header(&CF_RAY, ctx.ray_header())?;
         if self.zone(ctx).is_some_and(|z| z.markdown.enabled) {
             crate::markdown::add_vary_accept(response)?;
@@ -641,6 +680,22 @@ impl ProxyHttp for Edge {
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Self::CTX) {
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         let now = Instant::now();
+        // A client that stopped taking the response, or left before it ended, is not an error of
+        // its request: it is counted and logged as what it is.
+        let client_event = e.and_then(crate::rescue::client_event);
+        if let Some(event) = client_event {
+            self.metrics.observe_connection_event(event);
+            if !ctx.origin_answered {
+                // The origin may still be working on it: its place stays taken for a while.
+                let hold = self
+                    .zone(ctx)
+                    .map_or(crate::inflight::CANCELLED_HOLD_MAX, |z| z.read_timeout)
+                    .min(crate::inflight::CANCELLED_HOLD_MAX);
+                if let Some(slot) = ctx.in_flight.as_mut() {
+                    slot.hold_until(now + hold);
+                }
+            }
+        }
         let duration = now.saturating_duration_since(ctx.started);
         let zone = ctx
             .policy
@@ -675,7 +730,7 @@ impl ProxyHttp for Edge {
             rule = ctx.rule_id.as_deref().unwrap_or("-"),
             upstream = %OrDash(ctx.upstream),
             duration_ms = duration.as_secs_f64() * 1000.0,
-            error = e.map_or("", |e| e.etype().as_str()),
+            error = client_event.or(e.map(|e| e.etype().as_str())).unwrap_or(""),
             markdown = ctx.markdown.map_or("-", |m| m.as_str()),
         );
     }
@@ -811,6 +866,9 @@ fn apply_connection_limits(session: &mut Session, limits: &signpost_policy::Conn
         session.set_keepalive(Some(limits.idle_timeout.as_secs().max(1)));
     }
     session.set_read_timeout(Some(limits.body_timeout));
+    // The send deadline: a response none of whose bytes the client takes for this long is ended
+    // (HTTP/1: per write; HTTP/2: per wait for flow-control window).
+    session.set_write_timeout(Some(limits.send_timeout));
 }
 
 /// The code for a request head the edge refuses whatever the zone: CONNECT (405), a target

@@ -60,6 +60,11 @@ pub fn rescue(e: &Error) -> Rescue {
             ReadTimedout => Rescue::Answer(Code::REQUEST_TIMEOUT),
             // A body the client ended early has no one left to read an answer.
             t if *t == PREMATURE_BODY_END => Rescue::ClientGone,
+            // A response the client stopped taking (`[connections] send_timeout`): nothing more
+            // can be written.
+            WriteTimedout => Rescue::ClientGone,
+            // The client reset its HTTP/2 stream: it cancelled the request.
+            H2Error if is_client_reset(e) => Rescue::ClientGone,
             // A request or body that cannot be parsed (a bad chunk size, an invalid header):
             // the client's mistake, 400, never retryable.
             InvalidHTTPHeader | H1Error | H2Error | InvalidH2 => Rescue::Answer(Code::BAD_REQUEST),
@@ -78,6 +83,33 @@ pub fn rescue(e: &Error) -> Rescue {
             _ => Rescue::Answer(Code::INTERNAL_ERROR),
         },
     }
+}
+
+/// Whether `e` is the client's reset of its HTTP/2 stream (RST_STREAM, or a GOAWAY that ended it).
+fn is_client_reset(e: &Error) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e.root_cause());
+    while let Some(c) = cause {
+        if let Some(h2) = c.downcast_ref::<h2::Error>() {
+            return h2.is_remote() && (h2.is_reset() || h2.is_go_away());
+        }
+        cause = c.source();
+    }
+    false
+}
+
+/// What a failure on the client's side was, for the access log and
+/// `signpost_connection_events_total`: the client stopped taking the response
+/// (`send_timeout`), or left before it ended (`request_cancelled`). `None` for every other
+/// failure.
+pub fn client_event(e: &Error) -> Option<&'static str> {
+    if e.esource() != &ErrorSource::Downstream || rescue(e) != Rescue::ClientGone {
+        return None;
+    }
+    Some(if *e.etype() == ErrorType::WriteTimedout {
+        "send_timeout"
+    } else {
+        "request_cancelled"
+    })
 }
 
 #[cfg(test)]
@@ -165,6 +197,32 @@ mod tests {
     fn a_dead_client_gets_nothing() {
         let e = Error::new_down(ErrorType::WriteError);
         assert_eq!(rescue(&e), Rescue::ClientGone);
+        assert_eq!(client_event(&e), Some("request_cancelled"));
+    }
+
+    #[test]
+    fn a_client_that_stops_reading_or_resets_its_stream_is_no_client_error() {
+        let stalled = Error::new_down(ErrorType::WriteTimedout);
+        assert_eq!(rescue(&stalled), Rescue::ClientGone);
+        assert_eq!(client_event(&stalled), Some("send_timeout"));
+
+        let mut reset = Error::because(
+            ErrorType::H2Error,
+            "downstream error while idling",
+            h2::Error::from(h2::Reason::CANCEL),
+        );
+        reset.as_down();
+        // `h2::Error::from(Reason)` is a local reset; a remote one cannot be built outside h2,
+        // so the end-to-end tests cover the client's own reset.
+        assert_eq!(rescue(&reset), Rescue::Answer(Code::BAD_REQUEST));
+
+        // Origin timeouts are the origin's, not a cancellation.
+        assert_eq!(client_event(&Error::new_up(ErrorType::ReadTimedout)), None);
+        assert_eq!(
+            client_event(&Error::new_down(ErrorType::ReadTimedout)),
+            None,
+            "a body the client stopped sending is its 408"
+        );
     }
 }
 
