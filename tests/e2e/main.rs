@@ -29,3 +29,5 @@ mod policy;
 mod proxy;
 // TLS listeners: HTTP/1.1 and HTTP/2 by ALPN, 1013 on a Host/SNI mismatch.
 mod tls;
+// HTTP/2 and TLS abuse: premature resets, control floods, zero-window readers, silent handshakes.
+mod h2_abuse;

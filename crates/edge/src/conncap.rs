@@ -22,7 +22,7 @@ use pingora::protocols::{ALPN, Stream};
 use pingora::server::ShutdownWatch;
 use prometheus_client::metrics::gauge::Gauge;
 
-use crate::h2guard::Guarded;
+use crate::h2guard::{Abuse, Guarded};
 use crate::malformed::LogBudget;
 use crate::metrics::Metrics;
 use crate::reload::Loaded;
@@ -174,12 +174,34 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
         let client = stream
             .get_socket_digest()
             .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
-        let (guarded, signals) = Guarded::new(stream, budget);
+        let capped = self.clone();
+        let on_abuse = Box::new(move |abuse: Abuse| {
+            capped.metrics.observe_connection_event(abuse.event());
+            if capped.log.allow() {
+                tracing::warn!(
+                    client = %OrUnknown(client),
+                    reason = abuse.event(),
+                    suppressed = capped.log.take_suppressed(),
+                    "HTTP/2 connection closed with GOAWAY ENHANCE_YOUR_CALM"
+                );
+            }
+        });
+        let (guarded, signals) = Guarded::new(stream, budget, on_abuse);
         let (retire, retired) = tokio::sync::watch::channel(*shutdown.borrow());
         let mut server_shutdown = shutdown.clone();
+        let server_stopping = async {
+            if server_shutdown
+                .wait_for(|stopping| *stopping)
+                .await
+                .is_err()
+            {
+                // No server left to stop this connection: only the budget can.
+                std::future::pending::<()>().await;
+            }
+        };
         let relay = async {
             tokio::select! {
-                _ = server_shutdown.wait_for(|stopping| *stopping) => {}
+                () = server_stopping => {}
                 () = signals.retire.notified() => {
                     self.metrics.observe_connection_event("h2_request_budget");
                 }
@@ -190,17 +212,6 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
         tokio::select! {
             _ = self.inner.process_new(Box::new(guarded), &retired) => {}
             () = relay => {}
-        }
-        if let Some(abuse) = signals.closed_for() {
-            self.metrics.observe_connection_event(abuse.event());
-            if self.log.allow() {
-                tracing::warn!(
-                    client = %OrUnknown(client),
-                    reason = abuse.event(),
-                    suppressed = self.log.take_suppressed(),
-                    "HTTP/2 connection closed with GOAWAY ENHANCE_YOUR_CALM"
-                );
-            }
         }
         None
     }

@@ -11,7 +11,8 @@
 //!
 //! The guard sits between the TLS stream and h2 and reads the 9-byte frame headers going each
 //! way without changing a byte. It closes an abusive connection itself, with a GOAWAY
-//! `ENHANCE_YOUR_CALM` written between two of h2's frames, then the end of the stream; a
+//! `ENHANCE_YOUR_CALM` written between two of h2's frames, then the end of the stream (drained
+//! for at most a second, so that the client reads the GOAWAY); a
 //! connection past its request budget is asked, through Pingora's shutdown signal, to let h2
 //! send its own graceful GOAWAY, so that no request is lost.
 //!
@@ -38,6 +39,13 @@ pub const PREMATURE_RESETS_MIN: u32 = 100;
 /// once, and per second after that.
 pub const CONTROL_FRAME_BURST: u32 = 100;
 pub const CONTROL_FRAMES_PER_SECOND: u32 = 10;
+/// How long a closed connection's reads are drained after its GOAWAY, so that the client reads
+/// the GOAWAY: closing a socket with unread bytes sends a reset, which can destroy what the client
+/// has not read yet.
+const LINGER: std::time::Duration = std::time::Duration::from_secs(1);
+/// The most bytes drained in one poll before yielding (a flood must not hold the thread).
+const LINGER_READS_PER_POLL: usize = 16;
+
 /// Streams the guard follows at once. h2 refuses streams past `MAX_CONCURRENT_STREAMS` (100), so a
 /// well-behaved connection never has this many open; past it new streams are not followed (their
 /// resets are not counted), and the set stays bounded.
@@ -268,16 +276,10 @@ fn goaway(last_stream: u32, code: u32) -> Vec<u8> {
 pub struct Signals {
     /// Notified once, when the connection has carried its request budget.
     pub retire: Notify,
-    /// Set when the guard closed the connection for abuse.
-    closed_for: std::sync::Mutex<Option<Abuse>>,
 }
 
-impl Signals {
-    /// Why the guard closed the connection, if it did.
-    pub fn closed_for(&self) -> Option<Abuse> {
-        *self.closed_for.lock().unwrap_or_else(|e| e.into_inner())
-    }
-}
+/// Told once, when the guard closes its connection for abuse.
+pub type OnAbuse = Box<dyn Fn(Abuse) + Send + Sync>;
 
 /// Closing state of the guarded stream.
 #[derive(Debug)]
@@ -286,6 +288,8 @@ enum Closing {
     /// Writing the GOAWAY (bytes, how many written), then shutting the stream down.
     GoAway(Vec<u8>, usize),
     ShuttingDown,
+    /// Draining what the client still sends, until it closes or the timer ends.
+    Lingering(Pin<Box<tokio::time::Sleep>>),
     Closed,
 }
 
@@ -297,6 +301,7 @@ pub struct Guarded {
     watch: Watch,
     closing: Closing,
     signals: Arc<Signals>,
+    on_abuse: OnAbuse,
 }
 
 impl std::fmt::Debug for Guarded {
@@ -309,7 +314,7 @@ impl std::fmt::Debug for Guarded {
 }
 
 impl Guarded {
-    pub fn new(inner: Stream, max_requests: u32) -> (Self, Arc<Signals>) {
+    pub fn new(inner: Stream, max_requests: u32, on_abuse: OnAbuse) -> (Self, Arc<Signals>) {
         let signals = Arc::new(Signals::default());
         let guarded = Guarded {
             inner,
@@ -318,6 +323,7 @@ impl Guarded {
             watch: Watch::new(max_requests, Instant::now()),
             closing: Closing::Open,
             signals: signals.clone(),
+            on_abuse,
         };
         (guarded, signals)
     }
@@ -328,14 +334,11 @@ impl Guarded {
         if !matches!(self.closing, Closing::Open) {
             return;
         }
-        *self
-            .signals
-            .closed_for
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(abuse);
+        (self.on_abuse)(abuse);
         self.closing = if self.from_edge.at_boundary() {
             Closing::GoAway(goaway(self.watch.highest_stream(), ENHANCE_YOUR_CALM), 0)
         } else {
+            // A GOAWAY now would land inside h2's frame: the stream ends without one.
             Closing::ShuttingDown
         };
     }
@@ -362,8 +365,30 @@ impl Guarded {
                 }
                 Closing::ShuttingDown => match Pin::new(&mut self.inner).poll_shutdown(cx) {
                     Poll::Pending => return Poll::Pending,
-                    Poll::Ready(_) => self.closing = Closing::Closed,
+                    Poll::Ready(_) => {
+                        self.closing = Closing::Lingering(Box::pin(tokio::time::sleep(LINGER)))
+                    }
                 },
+                Closing::Lingering(timer) => {
+                    if timer.as_mut().poll(cx).is_ready() {
+                        self.closing = Closing::Closed;
+                        continue;
+                    }
+                    let mut scratch = [0u8; 4096];
+                    for _ in 0..LINGER_READS_PER_POLL {
+                        let mut discard = ReadBuf::new(&mut scratch);
+                        match Pin::new(&mut self.inner).poll_read(cx, &mut discard) {
+                            Poll::Pending => return Poll::Pending,
+                            Poll::Ready(Ok(())) if !discard.filled().is_empty() => {}
+                            Poll::Ready(_) => {
+                                self.closing = Closing::Closed;
+                                return Poll::Ready(());
+                            }
+                        }
+                    }
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
             }
         }
     }

@@ -85,14 +85,37 @@ pub fn rescue(e: &Error) -> Rescue {
     }
 }
 
-/// Whether `e` is the client's reset of its HTTP/2 stream (RST_STREAM, or a GOAWAY that ended it).
+/// How Pingora words the client's reset of a stream it was waiting on (`read_body_or_idle` in
+/// pingora-core's `v2/server.rs`): the reset's reason is in the text, with no h2 error to
+/// inspect. `tests/e2e/h2_abuse.rs` holds the wording to Pingora's (a client's resets are counted
+/// as cancellations there).
+const CLIENT_CLOSED_H2: &str = "Client closed H2";
+
+/// Whether `e` is the client's reset of its HTTP/2 stream (RST_STREAM, or a GOAWAY that ended it),
+/// anywhere in its chain of causes.
 fn is_client_reset(e: &Error) -> bool {
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e.root_cause());
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cause {
-        if let Some(h2) = c.downcast_ref::<h2::Error>() {
+        // Pingora chains its errors boxed (`BError`); the first link is not.
+        let link = c
+            .downcast_ref::<Error>()
+            .or_else(|| c.downcast_ref::<Box<Error>>().map(|b| &**b));
+        if let Some(e) = link {
+            if e.context
+                .as_ref()
+                .is_some_and(|c| c.as_str().starts_with(CLIENT_CLOSED_H2))
+            {
+                return true;
+            }
+            cause = e
+                .cause
+                .as_deref()
+                .map(|c| c as &(dyn std::error::Error + 'static));
+        } else if let Some(h2) = c.downcast_ref::<h2::Error>() {
             return h2.is_remote() && (h2.is_reset() || h2.is_go_away());
+        } else {
+            cause = c.source();
         }
-        cause = c.source();
     }
     false
 }
@@ -215,6 +238,19 @@ mod tests {
         // `h2::Error::from(Reason)` is a local reset; a remote one cannot be built outside h2,
         // so the end-to-end tests cover the client's own reset.
         assert_eq!(rescue(&reset), Rescue::Answer(Code::BAD_REQUEST));
+
+        // The reset the proxy sees while it waits on the origin, as Pingora words it.
+        let mut waiting = Error::explain(
+            ErrorType::H2Error,
+            format!("{CLIENT_CLOSED_H2}, reason: {}", h2::Reason::CANCEL),
+        );
+        waiting.as_down();
+        assert_eq!(rescue(&waiting), Rescue::ClientGone);
+        assert_eq!(client_event(&waiting), Some("request_cancelled"));
+        // And as the proxy hands it on, wrapped.
+        let mut wrapped = Error::because(ErrorType::H2Error, "while proxying", waiting);
+        wrapped.as_down();
+        assert_eq!(client_event(&wrapped), Some("request_cancelled"));
 
         // Origin timeouts are the origin's, not a cancellation.
         assert_eq!(client_event(&Error::new_up(ErrorType::ReadTimedout)), None);
