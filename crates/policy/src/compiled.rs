@@ -331,6 +331,24 @@ mod tests {
     }
 
     #[test]
+    fn bad_http2_and_tls_limits_are_reported_in_place() {
+        let text = "[connections]\ntls_handshake_timeout = \"0s\"\nsend_timeout = \"soon\"\n\
+                    max_in_flight_per_client = 0\nh2_max_requests_per_connection = -1\n\
+                    [[zone]]\nname = \"a\"\nhosts = [\"x.com\"]\norigin = \"127.0.0.1:1\"\n";
+        let e = CompiledPolicy::from_toml(text, "t.toml", Path::new("."), None)
+            .unwrap_err()
+            .to_string();
+        for want in [
+            "t.toml:2:25: a duration must be greater than zero",
+            "t.toml:3:16: `soon` is not a duration",
+            "t.toml:4:28: `max_in_flight_per_client` must be",
+            "t.toml:5:34: `h2_max_requests_per_connection` must be",
+        ] {
+            assert!(e.contains(want), "{want} not in {e}");
+        }
+    }
+
+    #[test]
     fn bad_connection_values_are_reported_in_place() {
         let text = "[connections]\nidle_timeout = \"0s\"\nbody_min_rate = \"fast\"\n\
                     max_per_client = 0\n\
