@@ -23,24 +23,10 @@ use pingora::server::ShutdownWatch;
 use prometheus_client::metrics::gauge::Gauge;
 
 use crate::h2guard::{Abuse, Guarded};
-use crate::malformed::LogBudget;
+use crate::limits::client_key;
+use crate::log::{LogBudget, LogSafe, OrDash};
 use crate::metrics::Metrics;
 use crate::reload::Loaded;
-
-/// The key connections are counted under: the IPv4 address, or the /64 of an IPv6 address (one
-/// subscriber's usual allocation, so that rotating addresses inside it gains nothing).
-pub fn client_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let bits = u128::from(v6) & !((1u128 << 64) - 1);
-                IpAddr::V6(bits.into())
-            }
-        },
-    }
-}
 
 /// Open connections per client key. An entry exists only while its count is above zero, so the
 /// table holds at most one entry per open connection: bounded by the process's descriptor limit.
@@ -179,7 +165,7 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
             capped.metrics.observe_connection_event(abuse.event());
             if capped.log.allow() {
                 tracing::warn!(
-                    client = %OrUnknown(client),
+                    client = %OrDash(client),
                     reason = abuse.event(),
                     suppressed = capped.log.take_suppressed(),
                     "HTTP/2 connection closed with GOAWAY ENHANCE_YOUR_CALM"
@@ -255,9 +241,9 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
         if self.log.allow() {
             let client = peer.and_then(|p| p.as_inet()).map(|a| a.ip());
             tracing::info!(
-                client = %OrUnknown(client),
+                client = %OrDash(client),
                 event,
-                error = %crate::facts::LogSafe(&error.map(|e| e.to_string()).unwrap_or_default()),
+                error = %LogSafe(&error.map(|e| e.to_string()).unwrap_or_default()),
                 suppressed = self.log.take_suppressed(),
                 "TLS handshake not completed"
             );
@@ -269,35 +255,9 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
     }
 }
 
-/// A client address in a log line, or `-`.
-struct OrUnknown(Option<IpAddr>);
-
-impl std::fmt::Display for OrUnknown {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.0 {
-            Some(ip) => ip.fmt(f),
-            None => f.write_str("-"),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn ipv6_clients_are_grouped_by_64() {
-        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
-        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
-        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
-        assert_eq!(client_key(a), client_key(b));
-        assert_ne!(client_key(a), client_key(c));
-        let mapped: IpAddr = "::ffff:198.51.100.7".parse().unwrap();
-        assert_eq!(
-            client_key(mapped),
-            "198.51.100.7".parse::<IpAddr>().unwrap()
-        );
-    }
 
     #[test]
     fn the_cap_counts_open_connections_only() {

@@ -1,16 +1,14 @@
 //! Client facts: what a request says about where it comes from and what it asks for.
 
 use std::borrow::Cow;
-use std::fmt;
 use std::net::{IpAddr, Ipv4Addr};
 
 use http::HeaderValue;
-use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use pingora::proxy::Session;
 
 /// What the connection and the request head say about a request, worked out once by
 /// `request_filter` and read by every later hook.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct Facts {
     /// The TCP peer.
     pub peer: IpAddr,
@@ -71,29 +69,6 @@ pub fn accept(session: &Session) -> Option<Cow<'_, [u8]>> {
         joined.extend_from_slice(line.as_bytes());
     }
     Some(Cow::Owned(joined))
-}
-
-/// The `X-Forwarded-For` to send to the origin: the chain the request arrived with (every
-/// line of it, in order) followed by `peer`, the address of the peer that sent it to us.
-///
-/// The peer, not the client address the policy derived: a trusted proxy's hop must stay in the
-/// chain, and the client it names is already there. Without a chain, `peer` itself.
-pub fn forwarded_for(session: &Session, peer: HeaderValue) -> HeaderValue {
-    let mut chain = Vec::new();
-    let name = crate::pipeline::X_FORWARDED_FOR.name();
-    for line in session.req_header().headers.get_all(name) {
-        let line = line.as_bytes().trim_ascii();
-        if !line.is_empty() {
-            chain.extend_from_slice(line);
-            chain.extend_from_slice(b", ");
-        }
-    }
-    if chain.is_empty() {
-        return peer;
-    }
-    chain.extend_from_slice(peer.as_bytes());
-    // The lines were header values already, and the joins are visible ASCII.
-    HeaderValue::from_maybe_shared(bytes::Bytes::from(chain)).unwrap_or(peer)
 }
 
 /// An IP address written out as text, on the stack.
@@ -162,19 +137,6 @@ impl From<IpText> for HeaderValue {
     }
 }
 
-/// Text from the request, made safe for a log line: whitespace, quotes, `=`, `%`, control and
-/// non-ASCII bytes are percent-encoded, so that a Host like `x status=200` cannot forge fields
-/// in the text log format.
-pub struct LogSafe<'a>(pub &'a str);
-
-const LOG_ESCAPED: &AsciiSet = &CONTROLS.add(b' ').add(b'"').add(b'=').add(b'%').add(b'\\');
-
-impl fmt::Display for LogSafe<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&utf8_percent_encode(self.0, LOG_ESCAPED), f)
-    }
-}
-
 fn peer_ip(session: &Session) -> IpAddr {
     session
         .client_addr()
@@ -184,7 +146,7 @@ fn peer_ip(session: &Session) -> IpAddr {
 
 #[cfg(test)]
 mod tests {
-    use super::{IpText, LogSafe};
+    use super::IpText;
 
     #[test]
     fn ip_text_matches_display() {
@@ -212,16 +174,5 @@ mod tests {
                 proptest::prop_assert_eq!(text.as_bytes(), display.as_bytes());
             }
         }
-    }
-
-    #[test]
-    fn log_text_cannot_forge_fields() {
-        assert_eq!(LogSafe("example.com:8080").to_string(), "example.com:8080");
-        assert_eq!(
-            LogSafe("x status=200 rule=evil").to_string(),
-            "x%20status%3D200%20rule%3Devil"
-        );
-        assert_eq!(LogSafe("a\nb\"c\\").to_string(), "a%0Ab%22c%5C");
-        assert_eq!(LogSafe("ü").to_string(), "%C3%BC");
     }
 }

@@ -4,12 +4,16 @@
 //! The request pipeline is in [`pipeline`]; this file is the command line.
 
 mod admin;
+mod answer;
 mod commands;
 mod conncap;
+mod ctx;
 mod facts;
 mod fleet;
 mod h2guard;
 mod inflight;
+mod limits;
+mod log;
 mod malformed;
 mod markdown;
 mod metrics;

@@ -2,18 +2,15 @@
 //! vendored Pingora patch (vendor/README.md) calls [`answer_unreadable`] before any request
 //! context exists; it answers with the error contract like every other refusal.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use bytes::Bytes;
 use pingora::ErrorType;
-use pingora::http::ResponseHeader;
 use pingora::protocols::http::ServerSession;
-use signpost_problem::{Code, Problem};
+use signpost_problem::Code;
 
-use crate::facts::LogSafe;
+use crate::answer::Answer;
+use crate::limits::{MAX_HEADER_BYTES, MAX_URI_LEN};
+use crate::log::{LogBudget, LogSafe};
 use crate::metrics::Metrics;
-use crate::pipeline::{MAX_HEADER_BYTES, MAX_URI_LEN};
 use crate::ray::RayId;
 use crate::reload::Loaded;
 
@@ -97,30 +94,27 @@ pub async fn answer_unreadable(
         return;
     };
     let ray = RayId::next();
-    let accept = header_line(head, "accept");
-    let format = signpost_problem::negotiate(accept);
+    let format = signpost_problem::negotiate(header_line(head, "accept"));
     let host = header_line(head, "host")
         .map(|h| signpost_policy::normalize_host(&String::from_utf8_lossy(h)).to_string())
         .unwrap_or_default();
-    let Some(entry) = signpost_problem::lookup(code) else {
+    let Ok(answer) = Answer::new(
+        crate::answer::entry(code),
+        format,
+        ray,
+        &host,
+        None,
+        &loaded.branding,
+    ) else {
         return;
     };
-    let hex = ray.to_hex();
-    let problem = Problem {
-        entry,
-        ray_id: hex.as_str(),
-        timestamp: SystemTime::now(),
-        zone: &host,
-        retry_after: None,
-    };
-    let rendered = signpost_problem::render(&problem, format, &loaded.branding);
     if budget.allow() {
         let suppressed = budget.take_suppressed();
         tracing::info!(
             target: "access",
             ray_id = %ray,
             client = %LogSafe(&session.client_addr().map(|a| a.to_string()).unwrap_or_default()),
-            status = rendered.status,
+            status = answer.head.status.as_u16(),
             error_code = code.get(),
             format = format.as_str(),
             bytes = head.len(),
@@ -129,68 +123,19 @@ pub async fn answer_unreadable(
             "unreadable request refused"
         );
     }
-    let Ok(mut header) = ResponseHeader::build(rendered.status, Some(8)) else {
-        return;
-    };
-    for (name, value) in rendered.headers(hex.as_str()) {
-        let _ = header.insert_header(name, value);
-    }
+    let Answer {
+        head: mut header,
+        body,
+        ..
+    } = answer;
     let _ = header.insert_header("connection", "close");
     let body = if head.starts_with(b"HEAD ") {
         Bytes::new()
     } else {
-        rendered.body
+        body
     };
     // The client may already be gone; there is nothing more to do then.
     let _ = session.write_error_response(header, body).await;
-}
-
-/// A log rate limit for floods: at most [`LogBudget::PER_SECOND`] lines a second; lines over it
-/// are counted and the count reported on the next line let through. Lock-free, fixed size.
-#[derive(Default)]
-pub struct LogBudget {
-    /// The current second (Unix time) in the high 32 bits, lines logged in it in the low 32.
-    window: AtomicU64,
-    suppressed: AtomicU64,
-}
-
-impl LogBudget {
-    pub const PER_SECOND: u64 = 20;
-
-    /// Whether one more line may be logged now.
-    pub fn allow(&self) -> bool {
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-            & 0xffff_ffff;
-        let mut current = self.window.load(Ordering::Relaxed);
-        loop {
-            let (second, count) = (current >> 32, current & 0xffff_ffff);
-            let next = if second == now {
-                if count >= Self::PER_SECOND {
-                    self.suppressed.fetch_add(1, Ordering::Relaxed);
-                    return false;
-                }
-                current + 1
-            } else {
-                (now << 32) | 1
-            };
-            match self.window.compare_exchange_weak(
-                current,
-                next,
-                Ordering::Relaxed,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(seen) => current = seen,
-            }
-        }
-    }
-
-    /// Lines suppressed since the last call.
-    pub fn take_suppressed(&self) -> u64 {
-        self.suppressed.swap(0, Ordering::Relaxed)
-    }
 }
 
 #[cfg(test)]
@@ -235,14 +180,5 @@ mod tests {
             None,
             "a request line"
         );
-    }
-
-    #[test]
-    fn the_log_budget_holds_under_a_flood() {
-        let budget = LogBudget::default();
-        let allowed = (0..10_000).filter(|_| budget.allow()).count() as u64;
-        // At most two windows can be crossed during the loop.
-        assert!(allowed <= 2 * LogBudget::PER_SECOND, "{allowed}");
-        assert!(budget.take_suppressed() >= 10_000 - 2 * LogBudget::PER_SECOND);
     }
 }

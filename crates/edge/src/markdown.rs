@@ -4,8 +4,9 @@
 //! so neither an exact `Content-Length` nor an unchanged fallback would be possible inside its
 //! proxy loop. A request that asks for Markdown on a zone that converts is therefore forwarded
 //! here, by the edge itself, through Pingora's own connector and connection pool: the same peer
-//! (`upstream_peer`), the same forwarding headers (`upstream_request_filter`), the same 52x
-//! answers on failure. The body is read whole (up to the zone's cap and the global memory
+//! and forwarding headers as every proxied request (`origin::peer`,
+//! `origin::add_forwarding_headers`), the same 52x answers on failure (the pipeline answers a
+//! [`Failure::Origin`] as it answers Pingora's). The body is read whole (up to the zone's cap and the global memory
 //! budget), converted on tokio's blocking pool with at most [`MAX_CONCURRENT`] conversions at
 //! once (each first reserving its working memory in the budget), and sent with an exact
 //! `Content-Length`; on any miss the origin's bytes are sent as they came.
@@ -26,6 +27,8 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use signpost_policy::MarkdownConfig;
 use signpost_problem::Format;
+
+use crate::ray::CF_RAY;
 use tokio::sync::Semaphore;
 
 /// At most this many conversions run at once (each on a blocking-pool thread); more wait for a
@@ -316,16 +319,31 @@ pub struct Job<'a> {
     /// The URL links resolve against: scheme, host and path of the client's request.
     pub url: String,
     pub head_only: bool,
+    /// The `cf-ray` value the response carries.
+    pub ray: http::HeaderValue,
 }
 
-/// Forwards the request, then converts or passes through. `Err` before anything was written
-/// downstream is an origin failure for the caller to answer (52x); after, the caller can only
-/// drop the connection.
-pub async fn fetch_and_convert(
-    session: &mut Session,
-    job: Job<'_>,
-    ray: &str,
-) -> std::result::Result<Outcome, (Box<Error>, bool)> {
+/// Why a Markdown request failed.
+#[derive(Debug)]
+pub enum Failure {
+    /// Before anything was written to the client: an origin failure, answered as any (52x).
+    Origin(Box<Error>),
+    /// After the response began: the only honest signal left is to cut the connection.
+    Midway(Box<Error>),
+}
+
+impl Failure {
+    pub fn into_error(self) -> Box<Error> {
+        match self {
+            Failure::Origin(e) | Failure::Midway(e) => e,
+        }
+    }
+}
+
+type Forwarded<T> = std::result::Result<T, Failure>;
+
+/// Forwards the request, then converts or passes through.
+pub async fn fetch_and_convert(session: &mut Session, job: Job<'_>) -> Forwarded<Outcome> {
     let Job {
         converter,
         metrics,
@@ -334,8 +352,9 @@ pub async fn fetch_and_convert(
         request,
         url,
         head_only,
+        ray,
     } = job;
-    let early = |e: Box<Error>| (e, false);
+    let early = Failure::Origin;
     let (mut up, _reused) = converter
         .connector
         .get_http_session(peer)
@@ -352,8 +371,7 @@ pub async fn fetch_and_convert(
         .response_header()
         .cloned()
         .ok_or_else(|| early(Error::explain(InvalidHTTPHeader, "no response header")))?;
-    resp.insert_header(signpost_problem::RAY_ID_HEADER, ray)
-        .map_err(early)?;
+    resp.insert_header(&CF_RAY, ray).map_err(early)?;
     add_vary_accept(&mut resp).map_err(early)?;
 
     let declared_len = header_str(&resp, http::header::CONTENT_LENGTH)
@@ -422,12 +440,12 @@ pub async fn fetch_and_convert(
         session
             .write_response_header(Box::new(header), head_only)
             .await
-            .map_err(|e| (e, true))?;
+            .map_err(Failure::Midway)?;
         if !head_only {
             session
                 .write_response_body(Some(out), true)
                 .await
-                .map_err(|e| (e, true))?;
+                .map_err(Failure::Midway)?;
         }
         return Ok(outcome);
     }
@@ -438,13 +456,28 @@ pub async fn fetch_and_convert(
 }
 
 /// Sends the origin's header and body as they came (`first` is what was read already).
+///
+/// This is the part of Pingora's proxy loop a pass-through needs, reproduced; each behaviour is
+/// covered by a test in `tests/e2e/markdown.rs`:
+/// - a body without a length is sent chunked, as HTTP/1.1
+///   (`markdown_pass_through_keeps_the_proxys_framing`);
+/// - `Connection` and `Keep-Alive` are hop-by-hop and not passed on (the same test);
+/// - HEAD, 1xx, 204 and 304 answers have no body (the same test, and
+///   `browsers_get_the_origin_bytes_and_head_gets_the_markdown_length` for HEAD);
+/// - the part of the body read already is sent first, then the rest as it comes
+///   (`pages_that_are_not_converted_pass_through_unchanged`, the page over the cap);
+/// - `cf-ray` and `Vary: Accept` are added as `response_filter` adds them (both tests above);
+/// - the origin connection goes back to the pool only when its response was read to the end
+///   ([`finish_upstream`]; `markdown_pass_through_keeps_the_proxys_framing` reuses it);
+/// - an origin failure before the header is a 52x, after it the connection is cut
+///   ([`Failure`]; `tests/e2e/origin_failures.rs` covers both for proxied requests).
 async fn stream_rest(
     session: &mut Session,
     up: &mut pingora::protocols::http::client::HttpSession,
     mut resp: ResponseHeader,
     first: Option<Bytes>,
     head_only: bool,
-) -> std::result::Result<(), (Box<Error>, bool)> {
+) -> Forwarded<()> {
     let no_body =
         head_only || resp.status.is_informational() || matches!(resp.status.as_u16(), 204 | 304);
     if !no_body
@@ -454,7 +487,7 @@ async fn stream_rest(
         // As Pingora's proxy does: chunked needs HTTP/1.1.
         resp.set_version(http::Version::HTTP_11);
         resp.insert_header(http::header::TRANSFER_ENCODING, "chunked")
-            .map_err(|e| (e, false))?;
+            .map_err(Failure::Origin)?;
     }
     for name in ["connection", "keep-alive"] {
         resp.remove_header(name);
@@ -462,7 +495,7 @@ async fn stream_rest(
     session
         .write_response_header(Box::new(resp), no_body)
         .await
-        .map_err(|e| (e, true))?;
+        .map_err(Failure::Midway)?;
     if no_body {
         return Ok(());
     }
@@ -470,22 +503,22 @@ async fn stream_rest(
         session
             .write_response_body(Some(first), false)
             .await
-            .map_err(|e| (e, true))?;
+            .map_err(Failure::Midway)?;
     }
     loop {
         match up.read_response_body().await {
             Ok(Some(chunk)) => session
                 .write_response_body(Some(chunk), false)
                 .await
-                .map_err(|e| (e, true))?,
+                .map_err(Failure::Midway)?,
             Ok(None) => break,
-            Err(e) => return Err((e, true)),
+            Err(e) => return Err(Failure::Midway(e)),
         }
     }
     session
         .write_response_body(None, true)
         .await
-        .map_err(|e| (e, true))
+        .map_err(Failure::Midway)
 }
 
 /// Returns the origin connection to Pingora's pool when the response was read to its end.

@@ -116,7 +116,7 @@ impl Metrics {
             "connection_events",
             "Clients cut or refused at the connection level: idle_timeout, header_timeout, \
              body_timeout, malformed, too_many_connections, tls_handshake_timeout, \
-             tls_handshake_failed, send_timeout, request_cancelled, too_many_in_flight, \
+             tls_handshake_failed, send_timeout, request_cancelled, h2_stream_error, too_many_in_flight, \
              h2_premature_resets, h2_control_flood, h2_request_budget",
             connection_events.clone(),
         );

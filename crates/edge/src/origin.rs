@@ -1,13 +1,113 @@
-//! The origin side: turning a zone's origin into an address to connect to.
+//! The one way to the origin: the peer a zone's request goes to (its address resolved, with the
+//! zone's timeouts) and the headers the edge adds to what it forwards. Pingora's proxy hooks and
+//! the Markdown path both take it from here.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use http::HeaderValue;
+use pingora::http::{RequestHeader, StaticHeaderName};
+use pingora::proxy::Session;
+use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, Result};
+use signpost_policy::{Origin, Zone};
 
+use crate::facts::{Facts, IpText};
+use crate::ray::CF_RAY;
 use crate::rescue::ORIGIN_DNS_ERROR;
+
+/// The headers the edge adds to every proxied request, parsed once: inserted through these, a
+/// header's name is neither parsed nor copied per request (the `&'static str` names Pingora also
+/// takes are parsed, and so allocated, on each insert). They are written to the wire exactly as
+/// the same text would be.
+static X_FORWARDED_FOR: StaticHeaderName = StaticHeaderName::new("x-forwarded-for");
+static X_FORWARDED_PROTO: StaticHeaderName = StaticHeaderName::new("x-forwarded-proto");
+static CF_CONNECTING_IP: StaticHeaderName = StaticHeaderName::new("cf-connecting-ip");
+
+/// The peer for a request of `zone`, and its address: its origin (or `--origin`'s), resolved now
+/// (a name that does not resolve is 1016), with the zone's timeouts. Pingora pools connections per peer, so
+/// repeated requests reuse them.
+pub async fn peer(
+    resolver: &OriginResolver,
+    zone: &Zone,
+    origin_override: Option<&Origin>,
+) -> Result<(HttpPeer, SocketAddr)> {
+    let origin = origin_override.unwrap_or(&zone.origin);
+    let addr = match origin.ip {
+        Some(ip) => SocketAddr::new(ip, origin.port),
+        None => {
+            resolver
+                .resolve(&origin.host, origin.port, zone.connect_timeout)
+                .await?
+        }
+    };
+    // Without TLS the SNI is never sent: an empty name saves copying it per request.
+    let sni = if origin.tls {
+        origin.sni.clone()
+    } else {
+        String::new()
+    };
+    let mut peer = HttpPeer::new(addr, origin.tls, sni);
+    peer.options.connection_timeout = Some(zone.connect_timeout);
+    peer.options.read_timeout = Some(zone.read_timeout);
+    peer.options.write_timeout = Some(zone.write_timeout);
+    peer.options.verify_cert = origin.verify_cert;
+    peer.options.verify_hostname = origin.verify_cert;
+    Ok((peer, addr))
+}
+
+/// Adds what an origin behind an edge expects: the client's address, the scheme the client used,
+/// and the ray id to match logs on both sides. `client` is the address the policy derived (behind
+/// a trusted proxy, the one it names).
+pub fn add_forwarding_headers(
+    upstream: &mut RequestHeader,
+    session: &Session,
+    facts: &Facts,
+    client: IpAddr,
+    ray: HeaderValue,
+) {
+    let Facts { peer, tls, .. } = *facts;
+    // The peer's address is written once and shared by both headers that usually carry it.
+    let peer_text = HeaderValue::from(IpText::new(peer));
+    let client = if client != peer {
+        HeaderValue::from(IpText::new(client))
+    } else {
+        peer_text.clone()
+    };
+    // Sent after the client's headers, replacing any of the same names, and kept out of the
+    // header maps: the edge never reads them back, and each map insert (value and case maps) cost
+    // more than the rest of this step.
+    upstream.insert_wire_header(&X_FORWARDED_FOR, forwarded_for(session, peer_text));
+    upstream.insert_wire_header(
+        &X_FORWARDED_PROTO,
+        HeaderValue::from_static(if tls { "https" } else { "http" }),
+    );
+    upstream.insert_wire_header(&CF_CONNECTING_IP, client);
+    upstream.insert_wire_header(&CF_RAY, ray);
+}
+
+/// The `X-Forwarded-For` to send to the origin: the chain the request arrived with (every line of
+/// it, in order) followed by `peer`, the address of the peer that sent it to us.
+///
+/// The peer, not the client address the policy derived: a trusted proxy's hop must stay in the
+/// chain, and the client it names is already there. Without a chain, `peer` itself.
+fn forwarded_for(session: &Session, peer: HeaderValue) -> HeaderValue {
+    let mut chain = Vec::new();
+    for line in session.req_header().headers.get_all(X_FORWARDED_FOR.name()) {
+        let line = line.as_bytes().trim_ascii();
+        if !line.is_empty() {
+            chain.extend_from_slice(line);
+            chain.extend_from_slice(b", ");
+        }
+    }
+    if chain.is_empty() {
+        return peer;
+    }
+    chain.extend_from_slice(peer.as_bytes());
+    HeaderValue::from_maybe_shared(bytes::Bytes::from(chain)).unwrap_or(peer)
+}
 
 /// How long a resolved origin address is reused before the name is looked up again.
 ///

@@ -46,6 +46,20 @@ impl RayId {
     }
 }
 
+/// The `cf-ray` header's name, parsed once: the origin's request and the client's response carry
+/// it on every request.
+pub static CF_RAY: pingora::http::StaticHeaderName =
+    pingora::http::StaticHeaderName::new(signpost_problem::RAY_ID_HEADER);
+
+impl RayId {
+    /// The id as the `cf-ray` header value, in one shared allocation: cloning it copies nothing.
+    pub fn header_value(self) -> http::HeaderValue {
+        // Sixteen hex digits are a valid header value.
+        http::HeaderValue::from_maybe_shared(bytes::Bytes::from_owner(self.to_hex()))
+            .unwrap_or(http::HeaderValue::from_static("0000000000000000"))
+    }
+}
+
 /// SplitMix64's finaliser: a bijection on u64 with good avalanche.
 fn mix(mut z: u64) -> u64 {
     z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);

@@ -5,6 +5,10 @@ use signpost_problem::Code;
 
 /// The error type raised when the origin's host name does not resolve (1016).
 pub const ORIGIN_DNS_ERROR: ErrorType = ErrorType::Custom("OriginDnsError");
+/// A request body over the zone's `max_body_size` (413).
+pub const BODY_TOO_LARGE: ErrorType = ErrorType::Custom("RequestBodyTooLarge");
+/// A request body slower than `body_min_rate` (408).
+pub const BODY_TOO_SLOW: ErrorType = ErrorType::Custom("RequestBodyTooSlow");
 
 /// Pingora's body parser's own error types (its `v1::body` module is private): a chunk size or
 /// extension that is not valid, trailers that do not end, a body cut short.
@@ -32,10 +36,10 @@ pub fn rescue(e: &Error) -> Rescue {
         return Rescue::Answer(Code::ORIGIN_DNS_ERROR);
     }
     // The client's own mistakes, whatever the source Pingora gave them: never the edge's 500.
-    if *e.etype() == crate::pipeline::BODY_TOO_LARGE {
+    if *e.etype() == BODY_TOO_LARGE {
         return Rescue::Answer(Code::PAYLOAD_TOO_LARGE);
     }
-    if *e.etype() == crate::pipeline::BODY_TOO_SLOW {
+    if *e.etype() == BODY_TOO_SLOW {
         return Rescue::Answer(Code::REQUEST_TIMEOUT);
     }
     match e.esource() {
@@ -63,11 +67,12 @@ pub fn rescue(e: &Error) -> Rescue {
             // A response the client stopped taking (`[connections] send_timeout`): nothing more
             // can be written.
             WriteTimedout => Rescue::ClientGone,
-            // The client reset its HTTP/2 stream: it cancelled the request.
-            H2Error if is_client_reset(e) => Rescue::ClientGone,
+            // The client's HTTP/2 stream is gone: the client reset it (it cancelled the request),
+            // or h2 reset it for the client's protocol error. Either way no answer can reach it.
+            H2Error => Rescue::ClientGone,
             // A request or body that cannot be parsed (a bad chunk size, an invalid header):
             // the client's mistake, 400, never retryable.
-            InvalidHTTPHeader | H1Error | H2Error | InvalidH2 => Rescue::Answer(Code::BAD_REQUEST),
+            InvalidHTTPHeader | H1Error | InvalidH2 => Rescue::Answer(Code::BAD_REQUEST),
             t if *t == INVALID_CHUNK || *t == INVALID_TRAILER_END => {
                 Rescue::Answer(Code::BAD_REQUEST)
             }
@@ -122,16 +127,16 @@ fn is_client_reset(e: &Error) -> bool {
 
 /// What a failure on the client's side was, for the access log and
 /// `signpost_connection_events_total`: the client stopped taking the response
-/// (`send_timeout`), or left before it ended (`request_cancelled`). `None` for every other
-/// failure.
+/// (`send_timeout`), left before it ended or reset its stream (`request_cancelled`), or its
+/// HTTP/2 stream ended for another error (`h2_stream_error`). `None` for every other failure.
 pub fn client_event(e: &Error) -> Option<&'static str> {
     if e.esource() != &ErrorSource::Downstream || rescue(e) != Rescue::ClientGone {
         return None;
     }
-    Some(if *e.etype() == ErrorType::WriteTimedout {
-        "send_timeout"
-    } else {
-        "request_cancelled"
+    Some(match e.etype() {
+        ErrorType::WriteTimedout => "send_timeout",
+        ErrorType::H2Error if !is_client_reset(e) => "h2_stream_error",
+        _ => "request_cancelled",
     })
 }
 
@@ -207,11 +212,11 @@ mod tests {
         assert_eq!(down(PREMATURE_BODY_END), Rescue::ClientGone);
         // The pipeline's own body limits, whatever source Pingora gives them.
         assert_eq!(
-            rescue(&Error::new(crate::pipeline::BODY_TOO_LARGE)),
+            rescue(&Error::new(BODY_TOO_LARGE)),
             Rescue::Answer(Code::PAYLOAD_TOO_LARGE)
         );
         assert_eq!(
-            rescue(&Error::new(crate::pipeline::BODY_TOO_SLOW)),
+            rescue(&Error::new(BODY_TOO_SLOW)),
             Rescue::Answer(Code::REQUEST_TIMEOUT)
         );
     }
@@ -235,9 +240,10 @@ mod tests {
             h2::Error::from(h2::Reason::CANCEL),
         );
         reset.as_down();
-        // `h2::Error::from(Reason)` is a local reset; a remote one cannot be built outside h2,
-        // so the end-to-end tests cover the client's own reset.
-        assert_eq!(rescue(&reset), Rescue::Answer(Code::BAD_REQUEST));
+        // `h2::Error::from(Reason)` is a local reset (a remote one cannot be built outside h2,
+        // so the end-to-end tests cover the client's own reset): the stream is gone all the same.
+        assert_eq!(rescue(&reset), Rescue::ClientGone);
+        assert_eq!(client_event(&reset), Some("h2_stream_error"));
 
         // The reset the proxy sees while it waits on the origin, as Pingora words it.
         let mut waiting = Error::explain(

@@ -1,0 +1,79 @@
+//! The one way a problem becomes a response: the catalog entry rendered in the negotiated format
+//! with the operator's branding, under a head that carries the contract's headers. Every answer
+//! the edge makes itself goes through [`Answer::new`]: refusals, origin failures, the error test
+//! endpoint and requests Pingora could not read.
+
+use bytes::Bytes;
+use pingora::Result;
+use pingora::http::ResponseHeader;
+use pingora::proxy::Session;
+use signpost_problem::{Branding, CatalogEntry, Code, Format, Problem};
+
+use crate::ray::RayId;
+
+/// A rendered problem, ready to be written.
+pub struct Answer {
+    pub head: ResponseHeader,
+    pub body: Bytes,
+    pub code: Code,
+    pub format: Format,
+}
+
+impl Answer {
+    /// Renders `entry` for the request `ray`, as `format` asks. `zone` is the host the client
+    /// asked for, normalised; `retry_after` the wait when it is not the catalog's.
+    pub fn new(
+        entry: &'static CatalogEntry,
+        format: Format,
+        ray: RayId,
+        zone: &str,
+        retry_after: Option<u32>,
+        branding: &Branding,
+    ) -> Result<Answer> {
+        let ray = ray.to_hex();
+        let problem = Problem {
+            entry,
+            ray_id: ray.as_str(),
+            timestamp: std::time::SystemTime::now(),
+            zone,
+            retry_after,
+        };
+        let rendered = signpost_problem::render(&problem, format, branding);
+        let mut head = ResponseHeader::build(rendered.status, Some(8))?;
+        if head.status.canonical_reason().is_none() {
+            // 52x and 530 have no standard reason phrase: say what they mean on the status line.
+            head.set_reason_phrase(Some(&entry.title))?;
+        }
+        for (name, value) in rendered.headers(ray.as_str()) {
+            head.insert_header(name, value)?;
+        }
+        Ok(Answer {
+            head,
+            body: rendered.body,
+            code: entry.code,
+            format,
+        })
+    }
+
+    /// Writes the answer as the whole response (the head alone for HEAD). It carries a body and a
+    /// Content-Length, so the client's connection can carry its next request (Pingora's own
+    /// `respond_error` closes it).
+    pub async fn write(self, session: &mut Session, head_only: bool) -> Result<()> {
+        session
+            .write_response_header(Box::new(self.head), head_only)
+            .await?;
+        if !head_only {
+            session.write_response_body(Some(self.body), true).await?;
+        }
+        Ok(())
+    }
+}
+
+/// The catalog entry for `code`. Every code the edge raises is in the catalog (a test checks each
+/// `Code` constant); a code that were not would still get a well-formed answer, the edge's own
+/// 500.
+pub fn entry(code: Code) -> &'static CatalogEntry {
+    signpost_problem::lookup(code)
+        .or_else(|| signpost_problem::lookup(Code::INTERNAL_ERROR))
+        .unwrap_or_else(signpost_problem::not_found)
+}

@@ -1,0 +1,92 @@
+//! What one request learns on its way through the pipeline: each fact worked out once, read by
+//! the later hooks, reported by `logging`.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::time::Instant;
+
+use signpost_policy::Zone;
+use signpost_problem::{Code, Format};
+
+use crate::facts::Facts;
+use crate::inflight;
+use crate::markdown::Outcome;
+use crate::ray::RayId;
+use crate::reload::Loaded;
+
+pub struct RequestCtx {
+    pub ray_id: RayId,
+    /// `ray_id` as the `cf-ray` header value, made at its first use.
+    ray_header: Option<http::HeaderValue>,
+    pub started: Instant,
+    /// Peer and TLS, worked out once at the start of `request_filter`.
+    pub facts: Facts,
+    /// The policy the request started with; a reload does not change it mid-request.
+    pub policy: Option<Arc<Loaded>>,
+    pub zone: Option<usize>,
+    /// The client address the policy derived (behind a trusted proxy, the one it names).
+    pub client_ip: Option<IpAddr>,
+    /// The catalog code of an edge-generated answer, if the edge answered.
+    pub error_code: Option<Code>,
+    pub format: Option<Format>,
+    pub rule_id: Option<Arc<str>>,
+    pub upstream: Option<SocketAddr>,
+    pub upstream_started: Option<Instant>,
+    /// Request body bytes received so far, and when the first body chunk was awaited.
+    pub body_bytes: u64,
+    pub body_started: Option<Instant>,
+    /// Set once the request is on its way to the origin: from then on Pingora will not reuse
+    /// the client's connection after a failure, whatever we answer.
+    pub proxying: bool,
+    /// What happened to a request for Markdown on a converting zone, for the access log.
+    pub markdown: Option<Outcome>,
+    /// The request's place among its client's requests in flight to origins.
+    pub in_flight: Option<inflight::Slot>,
+    /// Set once the origin's response header arrived: a client that leaves after it no longer
+    /// holds the origin's work.
+    pub origin_answered: bool,
+}
+
+impl RequestCtx {
+    pub fn new() -> RequestCtx {
+        RequestCtx {
+            ray_id: RayId::next(),
+            ray_header: None,
+            started: Instant::now(),
+            facts: Facts::unknown(),
+            policy: None,
+            zone: None,
+            client_ip: None,
+            error_code: None,
+            format: None,
+            rule_id: None,
+            upstream: None,
+            upstream_started: None,
+            body_bytes: 0,
+            body_started: None,
+            proxying: false,
+            markdown: None,
+            in_flight: None,
+            origin_answered: false,
+        }
+    }
+
+    /// The `cf-ray` header value.
+    pub fn ray_header(&mut self) -> http::HeaderValue {
+        let ray_id = self.ray_id;
+        self.ray_header
+            .get_or_insert_with(|| ray_id.header_value())
+            .clone()
+    }
+
+    /// The zone serving the request, once the policy chose one.
+    pub fn zone(&self) -> Option<&Zone> {
+        let loaded = self.policy.as_ref()?;
+        loaded.policy.zones().get(self.zone?)
+    }
+
+    /// The client's address as the policy derived it, or the peer's before the policy ran.
+    pub fn client(&self) -> IpAddr {
+        self.client_ip.unwrap_or(self.facts.peer)
+    }
+}

@@ -1,0 +1,139 @@
+//! What the edge refuses before any zone looks at a request, the per-client key its caps count
+//! under, and the deadlines it sets on each request's connection.
+
+use std::net::IpAddr;
+
+use pingora::http::RequestHeader;
+use pingora::proxy::Session;
+use signpost_problem::Code;
+
+/// The longest request target (path and query) the edge accepts: 16 KiB, Cloudflare's URL limit.
+/// Longer is 414.
+pub const MAX_URI_LEN: usize = 16 * 1024;
+/// The largest header section the edge accepts, names and values summed: 32 KiB, Cloudflare's
+/// limit. Larger is 431 (Pingora itself stops reading at 1 MiB or 256 header lines).
+pub const MAX_HEADER_BYTES: usize = 32 * 1024;
+/// The largest head (target plus header lines) whose chunked body is pre-read; see
+/// `Edge::preread_chunked_body`.
+const PREREAD_MAX_HEAD: usize = 16 * 1024;
+
+/// The key a client's connections and requests in flight are counted under: the IPv4 address, or
+/// the /64 of an IPv6 address (one subscriber's usual allocation, so that rotating addresses
+/// inside it gains nothing).
+pub fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let bits = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(bits.into())
+            }
+        },
+    }
+}
+
+/// What the request head says about its size and body, read once for every step that asks.
+pub struct Head {
+    /// The header section's size: names, values and 4 bytes of framing per line.
+    header_bytes: usize,
+    /// Whether the request has a Transfer-Encoding, and whether it is chunked.
+    has_transfer_encoding: bool,
+    pub chunked: bool,
+}
+
+impl Head {
+    pub fn read(req: &RequestHeader) -> Head {
+        let header_bytes = req
+            .headers
+            .iter()
+            .map(|(name, value)| name.as_str().len() + value.len() + 4)
+            .sum();
+        let transfer_encoding = req.headers.get(http::header::TRANSFER_ENCODING);
+        Head {
+            header_bytes,
+            has_transfer_encoding: transfer_encoding.is_some(),
+            chunked: transfer_encoding
+                .is_some_and(|te| te.as_bytes().eq_ignore_ascii_case(b"chunked")),
+        }
+    }
+
+    /// The code for a request head the edge refuses whatever the zone: CONNECT (405), a target
+    /// over [`MAX_URI_LEN`] (414), a header section over [`MAX_HEADER_BYTES`] (431).
+    pub fn unacceptable(&self, req: &RequestHeader) -> Option<Code> {
+        if req.method == http::Method::CONNECT {
+            return Some(Code::METHOD_NOT_ALLOWED);
+        }
+        if req.raw_path().len() > MAX_URI_LEN {
+            return Some(Code::URI_TOO_LONG);
+        }
+        (self.header_bytes > MAX_HEADER_BYTES).then_some(Code::HEADERS_TOO_LARGE)
+    }
+
+    /// The body length the request declares with Content-Length, when it uses one: not with a
+    /// Transfer-Encoding (chunked bodies are counted as they arrive instead).
+    pub fn declared_body_len(&self, req: &RequestHeader) -> Option<u64> {
+        if self.has_transfer_encoding {
+            return None;
+        }
+        req.headers
+            .get(http::header::CONTENT_LENGTH)?
+            .to_str()
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Whether the start of a chunked request body is read before the origin is contacted: its
+    /// head is small enough that what arrived with it fits Pingora's retry buffer, and there is
+    /// no `Expect` (the client waits for an answer before it sends the body).
+    pub fn wants_preread(&self, session: &mut Session) -> bool {
+        let req = session.req_header();
+        self.chunked
+            && !req.headers.contains_key(http::header::EXPECT)
+            && req.raw_path().len() + self.header_bytes <= PREREAD_MAX_HEAD
+            && !session.is_body_done()
+    }
+}
+
+/// Sets the policy's deadlines on this request's connection: the idle keep-alive timeout for
+/// the wait before the next request (unless the client asked to close), the body read timeout,
+/// the send deadline, and pipelining, so that requests sent back to back are each answered in
+/// order.
+pub fn apply_connection_limits(session: &mut Session, limits: &signpost_policy::Connections) {
+    // Not for an upgrade request: the bytes after it belong to the tunnel, and Pingora's idle read
+    // would take early ones for a pipelined request.
+    let upgrade = session
+        .req_header()
+        .headers
+        .contains_key(http::header::UPGRADE);
+    session.as_downstream_mut().set_pipelining_enabled(!upgrade);
+    if session.get_keepalive().is_some() {
+        // Whole seconds: Pingora's keep-alive takes seconds, and 0 would mean "forever".
+        session.set_keepalive(Some(limits.idle_timeout.as_secs().max(1)));
+    }
+    session.set_read_timeout(Some(limits.body_timeout));
+    // The send deadline: a response none of whose bytes the client takes for this long is ended
+    // (HTTP/1: per write; HTTP/2: per wait for flow-control window).
+    session.set_write_timeout(Some(limits.send_timeout));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ipv6_clients_are_grouped_by_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:ffff::9".parse().unwrap();
+        let c: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(client_key(a), client_key(b));
+        assert_ne!(client_key(a), client_key(c));
+        let mapped: IpAddr = "::ffff:198.51.100.7".parse().unwrap();
+        assert_eq!(
+            client_key(mapped),
+            "198.51.100.7".parse::<IpAddr>().unwrap()
+        );
+    }
+}
