@@ -713,3 +713,96 @@ fn debian_documentation_corpus_converts() {
     // navigation and chrome do better (bench/README.md).
     assert!(median >= 0.70, "median reduction {median}");
 }
+
+/// The behaviours of Pingora's proxy loop that the Markdown path's pass-through reproduces
+/// (`stream_rest` in crates/edge/src/markdown.rs): a body without a length goes out chunked, the
+/// origin's hop-by-hop headers stay behind, a 204 has no body, `cf-ray` and `Vary` are added, and
+/// an origin connection read to its end goes back to the pool.
+#[test]
+fn markdown_pass_through_keeps_the_proxys_framing() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let connections = Arc::new(AtomicUsize::new(0));
+    let accepted = connections.clone();
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            accepted.fetch_add(1, Ordering::SeqCst);
+            thread::spawn(move || {
+                let mut reader = BufReader::new(conn.try_clone().unwrap());
+                let mut conn = conn;
+                loop {
+                    let mut request_line = String::new();
+                    if reader.read_line(&mut request_line).unwrap_or(0) == 0 {
+                        return;
+                    }
+                    loop {
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                            break;
+                        }
+                    }
+                    let path = request_line.split(' ').nth(1).unwrap_or("/").to_string();
+                    let response: &[u8] = match path.as_str() {
+                        // No length: the body ends when the connection does.
+                        "/unframed" => {
+                            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                            connection: close\r\n\r\n{\"unframed\":true}"
+                        }
+                        "/empty" => {
+                            b"HTTP/1.1 204 No Content\r\ncontent-type: text/html\r\n\
+                            keep-alive: timeout=5\r\n\r\n"
+                        }
+                        _ => {
+                            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                            content-length: 11\r\nkeep-alive: timeout=5\r\n\r\n{\"ok\":true}"
+                        }
+                    };
+                    if conn.write_all(response).is_err() || path == "/unframed" {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    let o = addr.to_string();
+    let edge = Edge::start(
+        "markdown-framing",
+        move |l, a| policy(l, a, &o, "", MARKDOWN_ZONE),
+        &[],
+    );
+
+    let r = get(&edge, "/unframed", "text/markdown");
+    assert_eq!(r.status(), 200);
+    assert_eq!(header(&r, "transfer-encoding").as_deref(), Some("chunked"));
+    assert!(header(&r, "cf-ray").is_some_and(|v| v.len() == 16));
+    assert!(header(&r, "vary").unwrap().contains("Accept"));
+    assert_eq!(r.text().unwrap(), r#"{"unframed":true}"#);
+
+    let r = get(&edge, "/empty", "text/markdown");
+    assert_eq!(r.status(), 204);
+    assert_eq!(
+        header(&r, "keep-alive"),
+        None,
+        "hop-by-hop headers stay behind"
+    );
+    assert!(r.bytes().unwrap().is_empty());
+
+    let before = connections.load(Ordering::SeqCst);
+    for _ in 0..3 {
+        let r = get(&edge, "/json", "text/markdown");
+        assert_eq!(
+            header(&r, "keep-alive"),
+            None,
+            "hop-by-hop headers stay behind"
+        );
+        assert_eq!(r.text().unwrap(), r#"{"ok":true}"#);
+    }
+    assert!(
+        connections.load(Ordering::SeqCst) <= before + 1,
+        "the origin connection went back to the pool and was used again"
+    );
+}
