@@ -115,6 +115,8 @@ pristine_from_git() {
     commit=$(git log --diff-filter=A --format=%H -- "vendor/$crate/Cargo.toml.orig" | tail -n 1)
     [ -n "$commit" ] || return 1
     git archive "$commit" "vendor/$crate" | tar -x -C "$out" --strip-components=1 || return 1
+    # History holds 0.9.1 only: no use once the series is carried to another release.
+    grep -qx "version = \"$version\"" "$out/$crate/Cargo.toml" || return 1
   done
 }
 
@@ -138,6 +140,13 @@ git_scratch commit -q -m "pristine $version ($source)"
 for name in "${series[@]}"; do
   if ! git_scratch apply --whitespace=nowarn "$root/$patches/$name"; then
     say "FAIL: $name does not apply on top of the patches before it"
+    if [ "$mode" = tree ] && [ ! -e "$dir" ]; then
+      # Moving to a new release: the patches before it are applied and committed in $dir, to
+      # carry the rest by hand (vendor/README.md, "Moving to the next Pingora release").
+      mkdir -p "$(dirname "$dir")"
+      mv "$applied" "$dir"
+      say "the patches before it are applied in $dir, one commit each"
+    fi
     exit 1
   fi
   git_scratch add -A
