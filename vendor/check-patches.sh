@@ -59,10 +59,16 @@ while read -r name kind _; do
   [ -f "$patches/$name" ] || { say "vendor/patches/series names $name, which is missing"; exit 1; }
   series+=("$name")
 done <"$patches/series"
+listed=" ${series[*]} "
 for file in "$patches"/*.patch; do
   name=${file##*/}
-  printf '%s\n' "${series[@]}" | grep -qxF "$name" \
-    || { say "$file is not in vendor/patches/series"; exit 1; }
+  case "$listed" in
+    *" $name "*) ;;
+    *)
+      say "$file is not in vendor/patches/series"
+      exit 1
+      ;;
+  esac
 done
 
 if [ "$mode" = regenerate ]; then
