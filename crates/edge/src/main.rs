@@ -24,6 +24,8 @@ mod reload;
 mod rescue;
 mod server;
 mod tls;
+#[cfg(test)]
+mod vendored_pingora_tests;
 
 use std::path::PathBuf;
 use std::process::ExitCode;

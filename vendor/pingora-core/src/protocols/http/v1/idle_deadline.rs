@@ -115,5 +115,5 @@ impl IdleDeadline {
     }
 }
 
-// Its tests are in the workspace that carries this patch (`crates/edge/src/server.rs`), where CI
-// runs them.
+// Its tests are in the workspace that carries this patch
+// (`crates/edge/src/vendored_pingora_tests.rs`), where CI runs them.
