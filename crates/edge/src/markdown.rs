@@ -354,105 +354,141 @@ pub async fn fetch_and_convert(session: &mut Session, job: Job<'_>) -> Forwarded
         head_only,
         ray,
     } = job;
-    let early = Failure::Origin;
-    let (mut up, _reused) = converter
-        .connector
-        .get_http_session(peer)
+    let (mut up, resp) = ask_origin(converter, peer, request, ray)
         .await
-        .map_err(early)?;
+        .map_err(Failure::Origin)?;
+    let declared_len = header_str(&resp, http::header::CONTENT_LENGTH)
+        .and_then(|v| v.trim().parse::<usize>().ok());
+    let not_read = if !convertible(&resp) {
+        Some(Outcome::Skipped)
+    } else if declared_len.is_some_and(|n| n > config.max_bytes) {
+        Some(Outcome::OverCap)
+    } else {
+        None
+    };
+    if let Some(outcome) = not_read {
+        metrics.outcome(outcome);
+        let result = stream_rest(session, &mut up, resp, None, head_only).await;
+        finish_upstream(converter, up, peer, result.is_ok()).await;
+        return result.map(|()| outcome);
+    }
+    let page = read_whole(&mut up, converter, config.max_bytes, declared_len)
+        .await
+        .map_err(Failure::Origin)?;
+    if let Some(outcome) = page.stopped {
+        converter.release(page.reserved);
+        metrics.outcome(outcome);
+        let result = stream_rest(session, &mut up, resp, Some(page.body), head_only).await;
+        finish_upstream(converter, up, peer, result.is_ok()).await;
+        return result.map(|()| outcome);
+    }
+    let upstream_done = up.response_done();
+    finish_upstream(converter, up, peer, upstream_done).await;
+
+    let body = page.body;
+    let converted = convert(converter, config, &resp, body.clone(), url).await;
+    converter.release(page.reserved);
+    let (outcome, header, out) = match converted {
+        Ok((markdown, tokens, took)) => {
+            metrics.converted(body.len(), markdown.len(), took);
+            let header =
+                markdown_header(&resp, config, markdown.len(), tokens).map_err(Failure::Origin)?;
+            (Outcome::Converted, header, Bytes::from(markdown))
+        }
+        Err(outcome) => {
+            let mut header = resp;
+            header.remove_header(&http::header::TRANSFER_ENCODING);
+            header
+                .insert_header(http::header::CONTENT_LENGTH, body.len().to_string())
+                .map_err(Failure::Origin)?;
+            (outcome, header, body)
+        }
+    };
+    metrics.outcome(outcome);
+    session
+        .write_response_header(Box::new(header), head_only)
+        .await
+        .map_err(Failure::Midway)?;
+    if !head_only {
+        session
+            .write_response_body(Some(out), true)
+            .await
+            .map_err(Failure::Midway)?;
+    }
+    Ok(outcome)
+}
+
+/// Sends the request to the origin and reads its response header, with `cf-ray` and
+/// `Vary: Accept` added as `response_filter` adds them to every proxied response.
+async fn ask_origin(
+    converter: &Converter,
+    peer: &HttpPeer,
+    request: RequestHeader,
+    ray: http::HeaderValue,
+) -> Result<(
+    pingora::protocols::http::client::HttpSession,
+    ResponseHeader,
+)> {
+    let (mut up, _reused) = converter.connector.get_http_session(peer).await?;
     up.set_read_timeout(peer.options.read_timeout);
     up.set_write_timeout(peer.options.write_timeout);
-    up.write_request_header(Box::new(request))
-        .await
-        .map_err(early)?;
-    up.finish_request_body().await.map_err(early)?;
-    up.read_response_header().await.map_err(early)?;
+    up.write_request_header(Box::new(request)).await?;
+    up.finish_request_body().await?;
+    up.read_response_header().await?;
     let mut resp = up
         .response_header()
         .cloned()
-        .ok_or_else(|| early(Error::explain(InvalidHTTPHeader, "no response header")))?;
-    resp.insert_header(&CF_RAY, ray).map_err(early)?;
-    add_vary_accept(&mut resp).map_err(early)?;
+        .ok_or_else(|| Error::explain(InvalidHTTPHeader, "no response header"))?;
+    resp.insert_header(&CF_RAY, ray)?;
+    add_vary_accept(&mut resp)?;
+    Ok((up, resp))
+}
 
-    let declared_len = header_str(&resp, http::header::CONTENT_LENGTH)
-        .and_then(|v| v.trim().parse::<usize>().ok());
-    let outcome_if_streamed;
-    if !convertible(&resp) {
-        outcome_if_streamed = Outcome::Skipped;
-    } else if declared_len.is_some_and(|n| n > config.max_bytes) {
-        outcome_if_streamed = Outcome::OverCap;
-    } else {
-        // Read the body whole, within the cap and the budget.
-        let mut body = BytesMut::with_capacity(declared_len.unwrap_or(64 * 1024));
-        let mut reserved = 0usize;
-        let mut stop: Option<Outcome> = None;
-        loop {
-            let chunk = match up.read_response_body().await {
-                Ok(chunk) => chunk,
-                Err(e) => {
-                    converter.release(reserved);
-                    return Err(early(e));
-                }
-            };
-            let Some(chunk) = chunk else { break };
-            if body.len() + chunk.len() > config.max_bytes {
-                stop = Some(Outcome::OverCap);
-            } else if !converter.reserve(chunk.len()) {
-                stop = Some(Outcome::OverBudget);
-            } else {
-                reserved += chunk.len();
-            }
-            body.extend_from_slice(&chunk);
-            if stop.is_some() {
-                break;
-            }
-        }
-        let body = body.freeze();
-        if let Some(outcome) = stop {
-            converter.release(reserved);
-            metrics.outcome(outcome);
-            let result = stream_rest(session, &mut up, resp, Some(body), head_only).await;
-            finish_upstream(converter, up, peer, result.is_ok()).await;
-            return result.map(|()| outcome);
-        }
-        let upstream_done = up.response_done();
-        finish_upstream(converter, up, peer, upstream_done).await;
+/// A page read for conversion: its bytes, the part of them held in the memory budget, and why
+/// reading stopped early (the page is then passed through, the rest of it streamed).
+struct Page {
+    body: Bytes,
+    reserved: usize,
+    stopped: Option<Outcome>,
+}
 
-        let converted = convert(converter, config, &resp, body.clone(), url).await;
-        converter.release(reserved);
-        let (outcome, header, out) = match converted {
-            Ok((markdown, tokens, took)) => {
-                metrics.converted(body.len(), markdown.len(), took);
-                let header =
-                    markdown_header(&resp, config, markdown.len(), tokens).map_err(early)?;
-                (Outcome::Converted, header, Bytes::from(markdown))
-            }
-            Err(outcome) => {
-                let mut header = resp;
-                header.remove_header(&http::header::TRANSFER_ENCODING);
-                header
-                    .insert_header(http::header::CONTENT_LENGTH, body.len().to_string())
-                    .map_err(early)?;
-                (outcome, header, body)
+/// Reads the body whole, within the zone's cap and the memory budget; on an origin error what
+/// was reserved is given back.
+async fn read_whole(
+    up: &mut pingora::protocols::http::client::HttpSession,
+    converter: &Converter,
+    max_bytes: usize,
+    declared_len: Option<usize>,
+) -> Result<Page> {
+    let mut body = BytesMut::with_capacity(declared_len.unwrap_or(64 * 1024));
+    let mut reserved = 0usize;
+    let mut stopped = None;
+    loop {
+        let chunk = match up.read_response_body().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
+            Err(e) => {
+                converter.release(reserved);
+                return Err(e);
             }
         };
-        metrics.outcome(outcome);
-        session
-            .write_response_header(Box::new(header), head_only)
-            .await
-            .map_err(Failure::Midway)?;
-        if !head_only {
-            session
-                .write_response_body(Some(out), true)
-                .await
-                .map_err(Failure::Midway)?;
+        if body.len() + chunk.len() > max_bytes {
+            stopped = Some(Outcome::OverCap);
+        } else if !converter.reserve(chunk.len()) {
+            stopped = Some(Outcome::OverBudget);
+        } else {
+            reserved += chunk.len();
         }
-        return Ok(outcome);
+        body.extend_from_slice(&chunk);
+        if stopped.is_some() {
+            break;
+        }
     }
-    metrics.outcome(outcome_if_streamed);
-    let result = stream_rest(session, &mut up, resp, None, head_only).await;
-    finish_upstream(converter, up, peer, result.is_ok()).await;
-    result.map(|()| outcome_if_streamed)
+    Ok(Page {
+        body: body.freeze(),
+        reserved,
+        stopped,
+    })
 }
 
 /// Sends the origin's header and body as they came (`first` is what was read already).
