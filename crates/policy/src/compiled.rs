@@ -5,13 +5,14 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::Code;
-use crate::decision::{Decision, RequestFacts, Verdict};
+use crate::decision::{Decision, RequestFacts};
 use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
 use crate::expr::Cx;
 use crate::fleet::RedisConfig;
 use crate::host::{HostName, HostTable, ParsedHost};
 use crate::policy::{self, BrandingConfig, Connections, Listener, Zone};
 use crate::rules::{self, Rules, Trust};
+use crate::verdict::Verdict;
 
 /// A loaded policy: listeners, zones, branding and the compiled rules.
 ///

@@ -3,7 +3,8 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use signpost_problem::Code;
+use crate::fleet::FleetCheck;
+use crate::verdict::Verdict;
 
 /// The facts about one request that the policy decides on. All borrowed: building one costs
 /// nothing.
@@ -42,29 +43,5 @@ pub struct Decision {
     /// Fleet-scope rate limits that count this request, in file order: the edge asks Redis for
     /// each (while the verdict is `Proxy`), and the first refusal decides. Empty (and
     /// allocation-free) when none applies.
-    pub fleet: Vec<crate::fleet::FleetCheck>,
-}
-
-/// Whether to forward the request to the origin or answer it with an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Forward to the zone's origin.
-    Proxy,
-    /// Answer with the catalog error `code` (e.g. 1020) instead of forwarding.
-    Refuse {
-        /// The 1xxx catalog code.
-        code: Code,
-        /// Seconds until the client may succeed, for rate limits (whole seconds, at least 1).
-        retry_after: Option<u32>,
-    },
-}
-
-impl Verdict {
-    /// A refusal without a retry time.
-    pub(crate) const fn refuse(code: Code) -> Verdict {
-        Verdict::Refuse {
-            code,
-            retry_after: None,
-        }
-    }
+    pub fleet: Vec<FleetCheck>,
 }

@@ -16,10 +16,10 @@ use serde_spanned::Spanned;
 use sha2::{Digest, Sha256};
 
 use crate::Code;
-use crate::decision::Verdict;
 use crate::error::{Diagnostics, ProblemKind};
 use crate::file::RedisFile;
 use crate::ratelimit::{Limiter, Outcome, retry_secs};
+use crate::verdict::Verdict;
 
 /// Default time one Redis call may take before the edge falls back.
 pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(5);

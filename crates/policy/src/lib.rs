@@ -70,9 +70,10 @@ mod path;
 mod policy;
 mod ratelimit;
 mod rules;
+mod verdict;
 
 pub use compiled::CompiledPolicy;
-pub use decision::{Decision, RequestFacts, Verdict};
+pub use decision::{Decision, RequestFacts};
 pub use error::{Location, PolicyError, Problem, ProblemKind};
 pub use expr::{
     Expression, ExpressionError, MAX_EXPRESSION_LEN, MAX_NESTING, MAX_REGEX_SIZE, ParsedExpression,
@@ -90,6 +91,7 @@ pub use policy::{
 };
 pub use ratelimit::DEFAULT_MAX_KEYS;
 pub use signpost_problem::Code;
+pub use verdict::Verdict;
 
 /// Request text as a `str`, as `String::from_utf8_lossy` reads it (each byte that is not UTF-8
 /// reads as U+FFFD), through the standard validator first: valid text, the usual case, is
