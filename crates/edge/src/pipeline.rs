@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use pingora::http::{ResponseHeader, StaticHeaderName};
 use pingora::prelude::*;
 use pingora::proxy::FailToProxy;
-use signpost_policy::{Decision, Origin, RequestFacts, Verdict, Zone};
+use signpost_policy::{Origin, RequestFacts, Verdict, Zone};
 use signpost_problem::{Code, Format, Problem};
 
 use crate::facts::{Facts, IpText, LogSafe, forwarded_for, request_host};
@@ -180,32 +180,6 @@ impl Edge {
     fn zone<'a>(&self, ctx: &'a RequestCtx) -> Option<&'a Zone> {
         let loaded = ctx.policy.as_ref()?;
         loaded.policy.zones().get(ctx.zone?)
-    }
-
-    /// Fleet rate limits: one Redis call per rule that counts the request, in file order, while
-    /// nothing has refused it; the first refusal decides.
-    async fn count_in_fleet(&self, loaded: &Loaded, decision: &mut Decision) {
-        for check in std::mem::take(&mut decision.fleet) {
-            if decision.verdict != Verdict::Proxy {
-                break;
-            }
-            let verdict = match &loaded.fleet {
-                Some(fleet) => fleet.count(&check, &self.metrics).await,
-                None => {
-                    let action = loaded
-                        .policy
-                        .redis()
-                        .map_or(signpost_policy::OnError::Local, |r| r.on_error);
-                    self.metrics
-                        .observe_fleet_fallback("connection", action.as_str());
-                    check.fallback(action, Instant::now())
-                }
-            };
-            if verdict != Verdict::Proxy {
-                decision.verdict = verdict;
-                decision.rule_id = Some(check.rule_id().clone());
-            }
-        }
     }
 
     /// Renders `code` as the client's `Accept` asks and writes it as the whole response.
@@ -399,7 +373,7 @@ impl ProxyHttp for Edge {
         // The request's arrival is the rate limiters' "now": one clock read serves both.
         let mut decision = loaded.policy.decide(&facts, ctx.started);
         if !decision.fleet.is_empty() {
-            Box::pin(self.count_in_fleet(&loaded, &mut decision)).await;
+            Box::pin(loaded.count_in_fleet(&mut decision, &self.metrics)).await;
         }
         ctx.client_ip = Some(decision.client_ip);
         ctx.zone = decision.zone;

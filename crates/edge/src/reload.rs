@@ -3,13 +3,13 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
-use signpost_policy::CompiledPolicy;
+use signpost_policy::{CompiledPolicy, Decision, OnError};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::fleet::Fleet;
@@ -67,6 +67,23 @@ impl Loaded {
             zone_metrics,
             fleet,
         })
+    }
+
+    /// Counts the decision's fleet rate limits as the policy's fleet step hands them out: Redis
+    /// answers each (or its `on_error` fallback, when Redis cannot), and the step decides.
+    pub async fn count_in_fleet(&self, decision: &mut Decision, metrics: &Metrics) {
+        let mut count = decision.count_in_fleet();
+        while let Some(check) = count.next_check() {
+            let verdict = match &self.fleet {
+                Some(fleet) => fleet.count(check, metrics).await,
+                None => {
+                    let action = self.policy.redis().map_or(OnError::Local, |r| r.on_error);
+                    metrics.observe_fleet_fallback("connection", action.as_str());
+                    check.fallback(action, Instant::now())
+                }
+            };
+            count.answer(verdict);
+        }
     }
 }
 

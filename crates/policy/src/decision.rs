@@ -41,7 +41,70 @@ pub struct Decision {
     /// allocation-free) when none did.
     pub logged: Vec<Arc<str>>,
     /// Fleet-scope rate limits that count this request, in file order: the edge asks Redis for
-    /// each (while the verdict is `Proxy`), and the first refusal decides. Empty (and
-    /// allocation-free) when none applies.
+    /// each (while the verdict is `Proxy`), and the first refusal decides; it counts them through
+    /// [`Decision::count_in_fleet`]. Empty (and allocation-free) when none applies.
     pub fleet: Vec<FleetCheck>,
+}
+
+impl Decision {
+    /// The decision's fleet rate limits, to be counted one by one with Redis's answers: see
+    /// [`FleetCount`]. Takes the checks out of [`Decision::fleet`].
+    pub fn count_in_fleet(&mut self) -> FleetCount<'_> {
+        let pending = std::mem::take(&mut self.fleet).into_iter();
+        FleetCount {
+            decision: self,
+            pending,
+            asked: None,
+        }
+    }
+}
+
+/// The fleet step of a decision, without I/O: the edge asks Redis about each check this hands
+/// out and reports the verdict back, until the decision is final.
+///
+/// The rule: fleet rate limits are counted in file order, one Redis call per rule that counts
+/// the request, while nothing has refused it; the first refusal decides (its rule becomes the
+/// decision's rule). When Redis cannot answer, the verdict reported is the check's
+/// [`fallback`](FleetCheck::fallback), and it decides the same way.
+///
+/// ```text
+/// let mut count = decision.count_in_fleet();
+/// while let Some(check) = count.next_check() {
+///     let verdict = /* Redis's answer through check.shared(..), or check.fallback(..) */;
+///     count.answer(verdict);
+/// }
+/// ```
+#[derive(Debug)]
+pub struct FleetCount<'d> {
+    decision: &'d mut Decision,
+    pending: std::vec::IntoIter<FleetCheck>,
+    /// The check last handed out, until its verdict is reported.
+    asked: Option<FleetCheck>,
+}
+
+impl FleetCount<'_> {
+    /// The next check to ask Redis about, or `None` once the decision is final (every check
+    /// was counted, or one refused the request, or the decision already refused it).
+    ///
+    /// A check handed out and not answered decides nothing: the next call moves on.
+    pub fn next_check(&mut self) -> Option<&FleetCheck> {
+        if self.decision.verdict != Verdict::Proxy {
+            self.asked = None;
+            return None;
+        }
+        self.asked = self.pending.next();
+        self.asked.as_ref()
+    }
+
+    /// Reports the verdict for the check [`next_check`](Self::next_check) last handed out:
+    /// Redis's answer, or the fallback when Redis had none. A refusal decides the request.
+    pub fn answer(&mut self, verdict: Verdict) {
+        let Some(check) = self.asked.take() else {
+            return;
+        };
+        if verdict != Verdict::Proxy {
+            self.decision.verdict = verdict;
+            self.decision.rule_id = Some(check.rule_id().clone());
+        }
+    }
 }

@@ -73,7 +73,7 @@ mod rules;
 mod verdict;
 
 pub use compiled::CompiledPolicy;
-pub use decision::{Decision, RequestFacts};
+pub use decision::{Decision, FleetCount, RequestFacts};
 pub use error::{Location, PolicyError, Problem, ProblemKind};
 pub use expr::{
     Expression, ExpressionError, MAX_EXPRESSION_LEN, MAX_NESTING, MAX_REGEX_SIZE, ParsedExpression,
