@@ -90,7 +90,7 @@ pub struct RequestCtx {
     /// Peer, TLS and host, worked out once at the start of `request_filter`.
     facts: Facts,
     policy: Option<Arc<Loaded>>,
-    zone: Option<usize>,
+    zone: Option<signpost_policy::ZoneId>,
     client_ip: Option<IpAddr>,
     /// The catalog code of an edge-generated answer, if the edge answered.
     error_code: Option<Code>,
@@ -179,7 +179,7 @@ impl Edge {
 
     fn zone<'a>(&self, ctx: &'a RequestCtx) -> Option<&'a Zone> {
         let loaded = ctx.policy.as_ref()?;
-        loaded.policy.zones().get(ctx.zone?)
+        Some(loaded.policy.zone(ctx.zone?))
     }
 
     /// Renders `code` as the client's `Accept` asks and writes it as the whole response.
@@ -675,7 +675,7 @@ impl ProxyHttp for Edge {
             .policy
             .as_ref()
             .zip(ctx.zone)
-            .and_then(|(loaded, zone)| loaded.zone_metrics.get(zone));
+            .and_then(|(loaded, zone)| loaded.zone_metrics(zone));
         let req = session.req_header();
         let format = ctx.format.map_or("-", |f| f.as_str());
         let upstream_latency = ctx

@@ -9,7 +9,7 @@ use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
-use signpost_policy::{CompiledPolicy, Decision, OnError};
+use signpost_policy::{CompiledPolicy, Decision, OnError, ZoneId};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::fleet::Fleet;
@@ -20,8 +20,8 @@ use crate::metrics::{Metrics, ZoneMetrics};
 pub struct Loaded {
     pub policy: CompiledPolicy,
     pub branding: signpost_problem::Branding,
-    /// Each zone's metric handles, in the order of `policy.zones()`.
-    pub zone_metrics: Vec<ZoneMetrics>,
+    /// Each zone's metric handles, in the order of `policy.zones()` (a `ZoneId`'s index).
+    zone_metrics: Vec<ZoneMetrics>,
     /// The Redis client of fleet rate limits, when the policy has `[redis]`. A reload whose
     /// `[redis]` is unchanged keeps the client and its connection.
     pub fleet: Option<Arc<Fleet>>,
@@ -67,6 +67,11 @@ impl Loaded {
             zone_metrics,
             fleet,
         })
+    }
+
+    /// The metric handles of the zone `id` names.
+    pub fn zone_metrics(&self, id: ZoneId) -> Option<&ZoneMetrics> {
+        self.zone_metrics.get(id.index())
     }
 
     /// Counts the decision's fleet rate limits as the policy's fleet step hands them out: Redis

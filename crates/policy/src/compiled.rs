@@ -10,7 +10,7 @@ use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
 use crate::expr::Cx;
 use crate::fleet::RedisConfig;
 use crate::host::{HostName, HostTable, ParsedHost};
-use crate::policy::{self, BrandingConfig, Connections, Listener, Zone};
+use crate::policy::{self, BrandingConfig, Connections, Listener, Zone, ZoneId};
 use crate::rules::{self, Rules, Trust};
 use crate::verdict::Verdict;
 
@@ -110,9 +110,19 @@ impl CompiledPolicy {
         self.admin.as_deref()
     }
 
-    /// All zones, in file order; [`Decision::zone`] indexes this.
+    /// All zones, in file order: a [`ZoneId`]'s index is its place here.
     pub fn zones(&self) -> &[Zone] {
         &self.zones
+    }
+
+    /// The zone a [`Decision::zone`] of this policy names.
+    ///
+    /// # Panics
+    ///
+    /// When `id` comes from another policy with fewer zones: an id is only meaningful with the
+    /// policy that decided it.
+    pub fn zone(&self, id: ZoneId) -> &Zone {
+        &self.zones[id.0]
     }
 
     /// Deadlines and limits on client connections (`[connections]`).
@@ -178,8 +188,9 @@ impl CompiledPolicy {
     /// Host routing: the zone serving the Host; 1003 for an IP literal no zone lists, 1001 for
     /// a name no zone serves.
     fn route(&self, host: &ParsedHost<'_>, d: &mut Decision) -> ControlFlow<(), usize> {
-        d.zone = self.hosts.lookup_name(host.name);
-        match d.zone {
+        let zone = self.hosts.lookup_name(host.name);
+        d.zone = zone.map(ZoneId);
+        match zone {
             Some(zone) => ControlFlow::Continue(zone),
             None => {
                 d.verdict = match host.name {
@@ -264,7 +275,7 @@ mod tests {
     fn host_routing_codes() {
         let p = CompiledPolicy::from_toml(POLICY, "t.toml", Path::new("."), None).unwrap();
         let d = decide_host(&p, "WWW.Example.com:8080");
-        assert_eq!((d.verdict, d.zone), (Verdict::Proxy, Some(0)));
+        assert_eq!((d.verdict, d.zone), (Verdict::Proxy, Some(ZoneId(0))));
         assert_eq!(
             d.client_ip,
             "198.51.100.4".parse::<std::net::IpAddr>().unwrap()
@@ -285,7 +296,7 @@ mod tests {
             decide_host(&p, "[2001:db8::1]:443").verdict,
             Verdict::refuse(Code::new(1003))
         );
-        assert_eq!(decide_host(&p, "192.0.2.1:8080").zone, Some(1));
+        assert_eq!(decide_host(&p, "192.0.2.1:8080").zone, Some(ZoneId(1)));
     }
 
     #[test]
@@ -293,7 +304,7 @@ mod tests {
         let p = CompiledPolicy::from_toml(POLICY, "t.toml", Path::new("."), None).unwrap();
         assert_eq!(p.listeners()[0].addr, "0.0.0.0:8080");
         assert_eq!(p.admin(), Some("127.0.0.1:9901"));
-        let z = &p.zones()[decide_host(&p, "a.example.com.").zone.unwrap()];
+        let z = p.zone(decide_host(&p, "a.example.com.").zone.unwrap());
         assert_eq!(&*z.name, "example");
         assert_eq!(z.read_timeout, std::time::Duration::from_secs(100));
         assert_eq!(z.connect_timeout, std::time::Duration::from_secs(10));

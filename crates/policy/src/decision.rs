@@ -4,6 +4,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::fleet::FleetCheck;
+use crate::policy::ZoneId;
 use crate::verdict::Verdict;
 
 /// The facts about one request that the policy decides on. All borrowed: building one costs
@@ -31,8 +32,8 @@ pub struct RequestFacts<'a> {
 pub struct Decision {
     /// The client address the policy used: the peer, or what a trusted proxy said.
     pub client_ip: IpAddr,
-    /// The zone serving the host: an index into [`CompiledPolicy::zones`](crate::CompiledPolicy::zones).
-    pub zone: Option<usize>,
+    /// The zone serving the host: [`CompiledPolicy::zone`](crate::CompiledPolicy::zone) gives it.
+    pub zone: Option<ZoneId>,
     /// Proxy or refuse.
     pub verdict: Verdict,
     /// The id of the rule that decided, if a rule did (host routing has none).

@@ -142,6 +142,20 @@ pub struct Origin {
     pub verify_cert: bool,
 }
 
+/// Names one zone of a compiled policy: what a [`Decision`](crate::Decision) routes a request to.
+/// [`CompiledPolicy::zone`](crate::CompiledPolicy::zone) gives the zone; [`index`](Self::index)
+/// is its place in [`CompiledPolicy::zones`](crate::CompiledPolicy::zones), so that a user can
+/// keep what it holds per zone (metrics, say) in a vector in the same order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ZoneId(pub(crate) usize);
+
+impl ZoneId {
+    /// The zone's place in [`CompiledPolicy::zones`](crate::CompiledPolicy::zones).
+    pub fn index(self) -> usize {
+        self.0
+    }
+}
+
 /// A set of host names served by one origin, with its timeouts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Zone {
