@@ -113,7 +113,7 @@ pub async fn answer_unreadable(
         zone: &host,
         retry_after: None,
     };
-    let rendered = signpost_problem::render(&problem, format, &loaded.branding);
+    let rendered = signpost_problem::render(&problem, format, loaded.policy.problem_branding());
     if budget.allow() {
         let suppressed = budget.take_suppressed();
         tracing::info!(

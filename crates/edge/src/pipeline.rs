@@ -228,7 +228,7 @@ impl Edge {
                 zone: &signpost_policy::normalize_host(&host),
                 retry_after,
             };
-            signpost_problem::render(&problem, format, &loaded.branding)
+            signpost_problem::render(&problem, format, loaded.policy.problem_branding())
         };
         ctx.error_code = Some(entry.code);
         ctx.format = Some(format);

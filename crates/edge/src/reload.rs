@@ -15,11 +15,11 @@ use tokio::signal::unix::{SignalKind, signal};
 use crate::fleet::Fleet;
 use crate::metrics::{Metrics, ZoneMetrics};
 
-/// A compiled policy together with what the renderers and the metrics need from it, prepared
-/// once per load.
+/// A compiled policy together with what the metrics and the fleet rate limits need from it,
+/// prepared once per load.
 pub struct Loaded {
+    /// The policy itself, which every stage of a request reads.
     pub policy: CompiledPolicy,
-    pub branding: signpost_problem::Branding,
     /// Each zone's metric handles, in the order of `policy.zones()` (a `ZoneId`'s index).
     zone_metrics: Vec<ZoneMetrics>,
     /// The Redis client of fleet rate limits, when the policy has `[redis]`. A reload whose
@@ -35,14 +35,6 @@ impl Loaded {
         metrics: &Metrics,
     ) -> Result<Loaded, signpost_policy::PolicyError> {
         let policy = CompiledPolicy::load(path, previous.map(|p| &p.policy))?;
-        let config = policy.branding();
-        let mut branding = signpost_problem::Branding::default();
-        if let Some(template) = &config.type_uri_template {
-            branding.type_uri_template = Some(template.clone());
-        }
-        if let Some(footer) = &config.footer {
-            branding.footer = footer.clone();
-        }
         let zone_metrics = policy
             .zones()
             .iter()
@@ -63,7 +55,6 @@ impl Loaded {
         });
         Ok(Loaded {
             policy,
-            branding,
             zone_metrics,
             fleet,
         })

@@ -23,6 +23,8 @@ pub struct CompiledPolicy {
     listeners: Vec<Listener>,
     admin: Option<String>,
     branding: BrandingConfig,
+    /// `branding` as the problem renderers take it, made once per load.
+    problem_branding: signpost_problem::Branding,
     connections: Connections,
     zones: Vec<Zone>,
     hosts: HostTable,
@@ -74,6 +76,7 @@ impl CompiledPolicy {
         Ok(CompiledPolicy {
             listeners: policy.listeners,
             admin: policy.admin,
+            problem_branding: policy.branding.to_problem_branding(),
             branding: policy.branding,
             connections: policy.connections,
             zones: policy.zones,
@@ -139,6 +142,11 @@ impl CompiledPolicy {
     /// How error responses are branded.
     pub fn branding(&self) -> &BrandingConfig {
         &self.branding
+    }
+
+    /// The branding of error responses as [`signpost_problem::render`] takes it.
+    pub fn problem_branding(&self) -> &signpost_problem::Branding {
+        &self.problem_branding
     }
 
     /// Decides one request. `now` drives the rate limiters (inject it in tests).
@@ -297,6 +305,32 @@ mod tests {
             Verdict::refuse(Code::new(1003))
         );
         assert_eq!(decide_host(&p, "192.0.2.1:8080").zone, Some(ZoneId(1)));
+    }
+
+    #[test]
+    fn the_policy_brands_its_problems() {
+        let p = CompiledPolicy::from_toml(POLICY, "t.toml", Path::new("."), None).unwrap();
+        assert_eq!(p.problem_branding(), &signpost_problem::Branding::default());
+        let branded = format!(
+            "[errors]\nfooter = \"Served by example.com.\"\n\
+             type_uri_template = \"https://errors.example.com/{{code}}\"\n{POLICY}"
+        );
+        let p = CompiledPolicy::from_toml(&branded, "t.toml", Path::new("."), None).unwrap();
+        let branding = p.problem_branding();
+        assert_eq!(branding.footer, "Served by example.com.");
+        assert_eq!(
+            branding.type_uri_template.as_deref(),
+            Some("https://errors.example.com/{code}")
+        );
+        let only_template = format!(
+            "[errors]\ntype_uri_template = \"https://errors.example.com/{{code}}\"\n{POLICY}"
+        );
+        let p = CompiledPolicy::from_toml(&only_template, "t.toml", Path::new("."), None).unwrap();
+        assert_eq!(
+            p.problem_branding().footer,
+            signpost_problem::Branding::default().footer,
+            "an unset footer keeps the renderers' own"
+        );
     }
 
     #[test]

@@ -125,6 +125,21 @@ pub struct BrandingConfig {
     pub footer: Option<String>,
 }
 
+impl BrandingConfig {
+    /// The branding the problem renderers take: what the policy sets, the renderers' defaults
+    /// for the rest.
+    pub fn to_problem_branding(&self) -> signpost_problem::Branding {
+        let mut branding = signpost_problem::Branding::default();
+        if let Some(template) = &self.type_uri_template {
+            branding.type_uri_template = Some(template.clone());
+        }
+        if let Some(footer) = &self.footer {
+            branding.footer = footer.clone();
+        }
+        branding
+    }
+}
+
 /// Where a zone's requests go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
