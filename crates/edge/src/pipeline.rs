@@ -63,10 +63,10 @@ fn ray_value(ray: RayId) -> http::HeaderValue {
 /// The edge service: shared, read-mostly state behind every request.
 pub struct Edge {
     /// The compiled policy, swapped whole on reload; each request holds the one it started with.
-    pub policy: Arc<ArcSwap<Loaded>>,
+    policy: Arc<ArcSwap<Loaded>>,
     /// `--origin` from the command line: replaces every zone's origin.
-    pub origin_override: Option<Origin>,
-    pub metrics: Arc<Metrics>,
+    origin_override: Option<Origin>,
+    metrics: Arc<Metrics>,
     /// Origin names resolved recently, so that a request does not wait for DNS.
     resolver: OriginResolver,
     /// Bounds the log lines of unreadable requests, so that a flood does not flood the log.

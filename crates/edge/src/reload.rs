@@ -24,7 +24,7 @@ pub struct Loaded {
     zone_metrics: Vec<ZoneMetrics>,
     /// The Redis client of fleet rate limits, when the policy has `[redis]`. A reload whose
     /// `[redis]` is unchanged keeps the client and its connection.
-    pub fleet: Option<Arc<Fleet>>,
+    fleet: Option<Arc<Fleet>>,
 }
 
 impl Loaded {
