@@ -349,6 +349,34 @@ fn three_edges_share_one_count_and_survive_redis_going_away() {
     assert!(origin.received() > 0);
 }
 
+/// Redis down from the start, and no traffic: the edge says so by its cause (nothing listens, so
+/// the connection is refused; it did not stop answering), at most once per 10 s, as the docs
+/// promise; the keep-alive pings every second and the connection is renewed every 3 s meanwhile.
+#[test]
+fn a_redis_that_is_down_is_logged_by_its_cause_at_most_once_per_10s() {
+    let origin = EchoOrigin::start();
+    let nothing_listens = free_port();
+    let top = format!("[redis]\nurl = \"redis://127.0.0.1:{nothing_listens}\"\n{RULE}");
+    let o = origin.addr.to_string();
+    let edge = Edge::start("fleet-down", |l, a| policy(l, a, &o, &top, ""), &[]);
+    thread::sleep(Duration::from_secs(12));
+    let log = edge.log();
+    let lines: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("Redis") && l.contains("WARN"))
+        .collect();
+    assert!(
+        (1..=2).contains(&lines.len()),
+        "{} lines in 12 s:\n{}",
+        lines.len(),
+        lines.join("\n")
+    );
+    for line in &lines {
+        assert!(line.contains("connection refused"), "{line}");
+        assert!(!line.contains("stopped answering"), "{line}");
+    }
+}
+
 #[test]
 fn a_slow_redis_costs_at_most_the_timeout() {
     let Some(redis) = Redis::start() else {

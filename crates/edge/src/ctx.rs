@@ -5,7 +5,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
-use signpost_policy::Zone;
+use signpost_policy::{Zone, ZoneId};
 use signpost_problem::{Code, Format};
 
 use crate::facts::Facts;
@@ -23,7 +23,7 @@ pub struct RequestCtx {
     pub facts: Facts,
     /// The policy the request started with; a reload does not change it mid-request.
     pub policy: Option<Arc<Loaded>>,
-    pub zone: Option<usize>,
+    pub zone: Option<ZoneId>,
     /// The client address the policy derived (behind a trusted proxy, the one it names).
     pub client_ip: Option<IpAddr>,
     /// The catalog code of an edge-generated answer, if the edge answered.
@@ -82,7 +82,7 @@ impl RequestCtx {
     /// The zone serving the request, once the policy chose one.
     pub fn zone(&self) -> Option<&Zone> {
         let loaded = self.policy.as_ref()?;
-        loaded.policy.zones().get(self.zone?)
+        Some(loaded.policy.zone(self.zone?))
     }
 
     /// The client's address as the policy derived it, or the peer's before the policy ran.

@@ -12,8 +12,10 @@
 //!   nothing for keys that went quiet.
 //! - Every call is bounded by the policy's `timeout`; past it, or on any error, the request gets
 //!   the `on_error` fallback. A request never fails because of Redis.
-//! - Errors are logged at most once per `LOG_EVERY` per process, with the count of those not
-//!   logged; metrics count everything.
+//! - Failures are logged at most once per `LOG_EVERY` per process, each line worded by its cause
+//!   and with the count of those not logged: one budget for requests that fell back, one for the
+//!   keep-alive task's pings (so that a dead Redis is reported without traffic, and traffic does
+//!   not hide it). Metrics count everything.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -96,6 +98,119 @@ impl Cause {
     }
 }
 
+/// What went wrong with one call or ping, finer than [`Cause`]: how a log line words it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Failure {
+    /// Nothing listens at Redis's address.
+    Refused,
+    /// The connection broke (reset, closed).
+    Dropped,
+    /// Connecting, or a read on the connection, timed out.
+    TimedOut,
+    /// Another I/O error on the way to Redis.
+    Io(String),
+    /// No answer within this long (the policy's timeout, or the keep-alive's).
+    NoAnswer(Duration),
+    /// Redis answered with an error, or with something unexpected.
+    Error(String),
+}
+
+impl Failure {
+    fn of(e: &redis::RedisError) -> Failure {
+        // In this order: a refusal also counts as a dropped connection.
+        if e.is_connection_refusal() {
+            Failure::Refused
+        } else if e.is_timeout() {
+            Failure::TimedOut
+        } else if e.is_connection_dropped() {
+            Failure::Dropped
+        } else if e.is_io_error() {
+            Failure::Io(e.to_string())
+        } else {
+            Failure::Error(e.to_string())
+        }
+    }
+
+    /// The metrics' coarser label.
+    fn cause(&self) -> Cause {
+        match self {
+            Failure::NoAnswer(_) => Cause::Timeout,
+            Failure::Error(_) => Cause::Error,
+            Failure::Refused | Failure::Dropped | Failure::TimedOut | Failure::Io(_) => {
+                Cause::Connection
+            }
+        }
+    }
+
+    /// The cause as a log line says it.
+    fn describe(&self) -> String {
+        match self {
+            Failure::Refused => "connection refused".to_owned(),
+            Failure::Dropped => "connection dropped".to_owned(),
+            Failure::TimedOut => "connection timed out".to_owned(),
+            Failure::Io(e) => format!("connection failed: {e}"),
+            Failure::NoAnswer(within) => format!("no answer within {within:?}"),
+            Failure::Error(e) => format!("error: {e}"),
+        }
+    }
+}
+
+/// The keep-alive task's account of its pings: when to replace the connection, and what to log.
+#[derive(Debug, Default)]
+struct KeepAlive {
+    /// Pings in a row without an answer.
+    unanswered: u32,
+}
+
+/// What the keep-alive task does after one ping.
+#[derive(Debug, PartialEq, Eq)]
+struct AfterPing {
+    /// Replace the connection with a new one (see [`STALE_PINGS`]).
+    replace: bool,
+    /// The line to log and the number of lines not logged before it, when the ping failed and
+    /// the log's budget allows a line.
+    log: Option<(String, u64)>,
+}
+
+impl KeepAlive {
+    /// Accounts for one ping's outcome at `now` (ms, as [`LogGate::admit_at`] takes it).
+    fn after_ping(&mut self, ping: Result<(), Failure>, log: &LogGate, now: u64) -> AfterPing {
+        let failure = match ping {
+            Ok(()) => {
+                self.unanswered = 0;
+                return AfterPing {
+                    replace: false,
+                    log: None,
+                };
+            }
+            Err(failure) => failure,
+        };
+        self.unanswered += 1;
+        let replace = self.unanswered >= STALE_PINGS;
+        if replace {
+            self.unanswered = 0;
+        }
+        let log = log.admit_at(now).map(|skipped| {
+            let line = match (&failure, replace) {
+                (Failure::NoAnswer(_) | Failure::TimedOut, true) => format!(
+                    "Redis stopped answering on its connection ({}, {STALE_PINGS} pings in a row): opening a new one",
+                    failure.describe()
+                ),
+                (_, true) => format!(
+                    "Redis did not answer the keep-alive ping ({}, {STALE_PINGS} in a row): opening a new connection",
+                    failure.describe()
+                ),
+                (_, false) => format!(
+                    "Redis did not answer the keep-alive ping ({})",
+                    failure.describe()
+                ),
+            };
+            (line, skipped)
+        });
+        AfterPing { replace, log }
+    }
+}
+
 /// The process's Redis client for fleet rules.
 pub struct Fleet {
     config: RedisConfig,
@@ -105,8 +220,12 @@ pub struct Fleet {
     client: redis::Client,
     manager_config: ConnectionManagerConfig,
     script: redis::Script,
-    logs: LogGate,
 }
+
+/// The log budget of requests that fell back, shared by every `Fleet` of the process.
+static CALL_FAILURES_LOG: LogGate = LogGate::new();
+/// The log budget of the keep-alive task's failed pings and reconnections, shared likewise.
+static CONNECTION_LOG: LogGate = LogGate::new();
 
 /// The runtime that drives the keep-alive task, shared by every `Fleet` of the process and
 /// never dropped (a runtime cannot be dropped from async code, where a reload may replace a
@@ -158,25 +277,30 @@ impl Fleet {
             client,
             manager_config,
             script: redis::Script::new(SCRIPT),
-            logs: LogGate::default(),
         });
         let weak = Arc::downgrade(&fleet);
         rt.spawn(async move {
             let mut tick = tokio::time::interval(PING_EVERY);
-            let mut unanswered = 0;
+            let mut keep_alive = KeepAlive::default();
             loop {
                 tick.tick().await;
                 let Some(fleet) = weak.upgrade() else { return };
                 let mut conn = ConnectionManager::clone(&fleet.conn.load());
-                let answered = tokio::time::timeout(
+                let ping = match tokio::time::timeout(
                     PING_EVERY,
                     redis::cmd("PING").query_async::<()>(&mut conn),
                 )
                 .await
-                .is_ok_and(|r| r.is_ok());
-                unanswered = if answered { 0 } else { unanswered + 1 };
-                if unanswered >= STALE_PINGS {
-                    unanswered = 0;
+                {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(Failure::of(&e)),
+                    Err(_) => Err(Failure::NoAnswer(PING_EVERY)),
+                };
+                let after = keep_alive.after_ping(ping, &CONNECTION_LOG, log_clock());
+                if let Some((line, skipped)) = &after.log {
+                    tracing::warn!(redis = %redact_url(&fleet.config.url), not_logged_since_last = skipped, "{line}");
+                }
+                if after.replace {
                     fleet.reconnect();
                 }
             }
@@ -192,12 +316,12 @@ impl Fleet {
             self.client.clone(),
             self.manager_config.clone(),
         ) {
-            Ok(conn) => {
-                self.conn.store(Arc::new(conn));
-                tracing::warn!(redis = %redact_url(&self.config.url), "Redis stopped answering on its connection: opening a new one");
-            }
+            // The keep-alive task has logged why (within its budget).
+            Ok(conn) => self.conn.store(Arc::new(conn)),
             Err(e) => {
-                tracing::warn!(redis = %redact_url(&self.config.url), "cannot open a new Redis connection: {e}");
+                if let Some(skipped) = CONNECTION_LOG.admit() {
+                    tracing::warn!(redis = %redact_url(&self.config.url), not_logged_since_last = skipped, "cannot open a new Redis connection: {e}");
+                }
             }
         }
     }
@@ -226,35 +350,22 @@ impl Fleet {
                 );
                 return check.shared(allowed, u64::try_from(wait).unwrap_or(0), Instant::now());
             }
-            Ok(Err(e)) => {
-                let cause = if e.is_io_error()
-                    || e.is_connection_dropped()
-                    || e.is_connection_refusal()
-                    || e.is_timeout()
-                {
-                    Cause::Connection
-                } else {
-                    Cause::Error
-                };
-                (cause, e.to_string())
-            }
-            Err(_) => (
-                Cause::Timeout,
-                format!("no answer within {:?}", self.config.timeout),
-            ),
+            Ok(Err(e)) => Failure::of(&e),
+            Err(_) => Failure::NoAnswer(self.config.timeout),
         };
-        let (cause, why) = failure;
+        let cause = failure.cause();
         let action = self.config.on_error;
         metrics.observe_fleet_call(cause.as_str(), None);
         metrics.observe_fleet_fallback(cause.as_str(), action.as_str());
-        if let Some(skipped) = self.logs.admit() {
+        if let Some(skipped) = CALL_FAILURES_LOG.admit() {
             tracing::warn!(
                 redis = %redact_url(&self.config.url),
                 cause = cause.as_str(),
                 on_error = action.as_str(),
                 rule = %check.rule_id(),
                 not_logged_since_last = skipped,
-                "Redis did not count a fleet rate limit, falling back: {why}"
+                "Redis did not count a fleet rate limit, falling back: {}",
+                failure.describe()
             );
         }
         check.fallback(action, Instant::now())
@@ -274,10 +385,22 @@ fn epoch() -> Instant {
     *EPOCH.get_or_init(Instant::now)
 }
 
+/// Now, as [`LogGate::admit_at`] takes it.
+fn log_clock() -> u64 {
+    u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX - 1) + 1
+}
+
 impl LogGate {
+    const fn new() -> LogGate {
+        LogGate {
+            last: AtomicU64::new(0),
+            skipped: AtomicU64::new(0),
+        }
+    }
+
     /// `Some(lines skipped since the last one)` when a line may be logged now.
     fn admit(&self) -> Option<u64> {
-        self.admit_at(u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX - 1) + 1)
+        self.admit_at(log_clock())
     }
 
     /// `admit` at `now` (ms since `epoch()`, plus one).
@@ -316,5 +439,83 @@ mod tests {
             "two lines were not logged"
         );
         assert_eq!(gate.admit_at(5 + 10_001), None);
+    }
+
+    /// Redis down for 12 s, pinged every second: at most one line per 10 s, the next one saying
+    /// how many were not logged, each worded by its cause (a refusal is not a stalled
+    /// connection). The connection is still replaced every third failed ping.
+    #[test]
+    fn a_refused_connection_is_logged_once_per_interval_by_its_cause() {
+        let log = LogGate::default();
+        let mut keep_alive = KeepAlive::default();
+        let mut lines = Vec::new();
+        let mut replaced = 0;
+        for second in 0..12 {
+            let after = keep_alive.after_ping(Err(Failure::Refused), &log, 1 + second * 1_000);
+            replaced += u32::from(after.replace);
+            lines.extend(after.log);
+        }
+        assert_eq!(replaced, 4);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert_eq!(lines[0].1, 0);
+        assert_eq!(lines[1].1, 9, "nine pings failed unlogged in between");
+        for (line, _) in &lines {
+            assert!(line.contains("connection refused"), "{line}");
+            assert!(!line.contains("stopped answering"), "{line}");
+        }
+    }
+
+    #[test]
+    fn a_stalled_connection_is_replaced_after_three_unanswered_pings() {
+        let log = LogGate::default();
+        let mut keep_alive = KeepAlive::default();
+        let no_answer = || Err(Failure::NoAnswer(PING_EVERY));
+        let first = keep_alive.after_ping(no_answer(), &log, 1);
+        assert!(!first.replace);
+        let (line, _) = first.log.unwrap();
+        assert!(line.contains("no answer within 1s"), "{line}");
+        // An answer in between starts the count again.
+        assert_eq!(
+            keep_alive.after_ping(Ok(()), &log, 1_001),
+            AfterPing {
+                replace: false,
+                log: None
+            }
+        );
+        assert!(!keep_alive.after_ping(no_answer(), &log, 10_001).replace);
+        assert!(!keep_alive.after_ping(no_answer(), &log, 10_500).replace);
+        let third = keep_alive.after_ping(no_answer(), &log, 20_001);
+        assert!(third.replace);
+        let (line, skipped) = third.log.unwrap();
+        assert!(line.contains("stopped answering"), "{line}");
+        assert_eq!(skipped, 1);
+        assert!(!keep_alive.after_ping(no_answer(), &log, 21_001).replace);
+    }
+
+    #[test]
+    fn failures_are_named_by_cause_and_counted_as_before() {
+        use std::io::{Error, ErrorKind};
+        let of = |kind| Failure::of(&redis::RedisError::from(Error::from(kind)));
+        assert_eq!(of(ErrorKind::ConnectionRefused), Failure::Refused);
+        assert_eq!(of(ErrorKind::ConnectionReset), Failure::Dropped);
+        assert_eq!(of(ErrorKind::TimedOut), Failure::TimedOut);
+        for kind in [
+            ErrorKind::ConnectionRefused,
+            ErrorKind::ConnectionReset,
+            ErrorKind::BrokenPipe,
+            ErrorKind::TimedOut,
+            ErrorKind::AddrNotAvailable,
+        ] {
+            assert_eq!(of(kind).cause(), Cause::Connection, "{kind:?}");
+        }
+        assert_eq!(
+            Failure::NoAnswer(Duration::from_millis(5)).cause(),
+            Cause::Timeout
+        );
+        assert_eq!(
+            Failure::NoAnswer(Duration::from_millis(5)).describe(),
+            "no answer within 5ms"
+        );
+        assert_eq!(Failure::Refused.describe(), "connection refused");
     }
 }

@@ -104,7 +104,7 @@ pub async fn answer_unreadable(
         ray,
         &host,
         None,
-        &loaded.branding,
+        loaded.policy.problem_branding(),
     ) else {
         return;
     };

@@ -32,7 +32,7 @@ use async_trait::async_trait;
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
 use pingora::proxy::FailToProxy;
-use signpost_policy::{Decision, Origin, RequestFacts, Verdict};
+use signpost_policy::{Origin, RequestFacts, Verdict};
 use signpost_problem::{CatalogEntry, Code};
 
 use crate::answer::Answer;
@@ -53,10 +53,10 @@ const ERROR_PAGE_PREFIX: &str = "/cdn-cgi/error";
 /// The edge service: shared, read-mostly state behind every request.
 pub struct Edge {
     /// The compiled policy, swapped whole on reload; each request holds the one it started with.
-    pub policy: Arc<ArcSwap<Loaded>>,
+    policy: Arc<ArcSwap<Loaded>>,
     /// `--origin` from the command line: replaces every zone's origin.
-    pub origin_override: Option<Origin>,
-    pub metrics: Arc<Metrics>,
+    origin_override: Option<Origin>,
+    metrics: Arc<Metrics>,
     /// Origin names resolved recently, so that a request does not wait for DNS.
     resolver: OriginResolver,
     /// Bounds the log lines of unreadable requests, so that a flood does not flood the log.
@@ -319,7 +319,7 @@ impl ProxyHttp for Edge {
             .policy
             .as_ref()
             .zip(ctx.zone)
-            .and_then(|(loaded, zone)| loaded.zone_metrics.get(zone));
+            .and_then(|(loaded, zone)| loaded.zone_metrics(zone));
         let req = session.req_header();
         let format = ctx.format.map_or("-", |f| f.as_str());
         let upstream_latency = ctx
@@ -386,10 +386,12 @@ impl Edge {
             sni: crate::tls::client_sni(session.digest()),
             headers: &req.headers,
         };
-        // The request's arrival is the rate limiters' "now": one clock read serves both.
+        // The request's arrival is the rate limiters' "now": one clock read serves both. The fleet
+        // step is the policy's (which rules, in which order, the first refusal deciding); the
+        // edge only asks Redis.
         let mut decision = loaded.policy.decide(&facts, ctx.started);
         if !decision.fleet.is_empty() {
-            Box::pin(self.count_in_fleet(loaded, &mut decision)).await;
+            Box::pin(loaded.count_in_fleet(&mut decision, &self.metrics)).await;
         }
         ctx.client_ip = Some(decision.client_ip);
         ctx.zone = decision.zone;
@@ -403,32 +405,6 @@ impl Edge {
                 ..Refusal::code(code)
             }),
             Verdict::Proxy => None,
-        }
-    }
-
-    /// Fleet rate limits: one Redis call per rule that counts the request, in file order, while
-    /// nothing has refused it; the first refusal decides.
-    async fn count_in_fleet(&self, loaded: &Loaded, decision: &mut Decision) {
-        for check in std::mem::take(&mut decision.fleet) {
-            if decision.verdict != Verdict::Proxy {
-                break;
-            }
-            let verdict = match &loaded.fleet {
-                Some(fleet) => fleet.count(&check, &self.metrics).await,
-                None => {
-                    let action = loaded
-                        .policy
-                        .redis()
-                        .map_or(signpost_policy::OnError::Local, |r| r.on_error);
-                    self.metrics
-                        .observe_fleet_fallback("connection", action.as_str());
-                    check.fallback(action, Instant::now())
-                }
-            };
-            if verdict != Verdict::Proxy {
-                decision.verdict = verdict;
-                decision.rule_id = Some(check.rule_id().clone());
-            }
         }
     }
 
@@ -668,7 +644,7 @@ impl Edge {
                 ctx.ray_id,
                 &zone,
                 retry_after,
-                &loaded.branding,
+                loaded.policy.problem_branding(),
             )?
         };
         ctx.error_code = Some(answer.code);

@@ -3,28 +3,28 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
-use signpost_policy::CompiledPolicy;
+use signpost_policy::{CompiledPolicy, Decision, OnError, ZoneId};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::fleet::Fleet;
 use crate::metrics::{Metrics, ZoneMetrics};
 
-/// A compiled policy together with what the renderers and the metrics need from it, prepared
-/// once per load.
+/// A compiled policy together with what the metrics and the fleet rate limits need from it,
+/// prepared once per load.
 pub struct Loaded {
+    /// The policy itself, which every stage of a request reads.
     pub policy: CompiledPolicy,
-    pub branding: signpost_problem::Branding,
-    /// Each zone's metric handles, in the order of `policy.zones()`.
-    pub zone_metrics: Vec<ZoneMetrics>,
+    /// Each zone's metric handles, in the order of `policy.zones()` (a `ZoneId`'s index).
+    zone_metrics: Vec<ZoneMetrics>,
     /// The Redis client of fleet rate limits, when the policy has `[redis]`. A reload whose
     /// `[redis]` is unchanged keeps the client and its connection.
-    pub fleet: Option<Arc<Fleet>>,
+    fleet: Option<Arc<Fleet>>,
 }
 
 impl Loaded {
@@ -35,14 +35,6 @@ impl Loaded {
         metrics: &Metrics,
     ) -> Result<Loaded, signpost_policy::PolicyError> {
         let policy = CompiledPolicy::load(path, previous.map(|p| &p.policy))?;
-        let config = policy.branding();
-        let mut branding = signpost_problem::Branding::default();
-        if let Some(template) = &config.type_uri_template {
-            branding.type_uri_template = Some(template.clone());
-        }
-        if let Some(footer) = &config.footer {
-            branding.footer = footer.clone();
-        }
         let zone_metrics = policy
             .zones()
             .iter()
@@ -63,10 +55,31 @@ impl Loaded {
         });
         Ok(Loaded {
             policy,
-            branding,
             zone_metrics,
             fleet,
         })
+    }
+
+    /// The metric handles of the zone `id` names.
+    pub fn zone_metrics(&self, id: ZoneId) -> Option<&ZoneMetrics> {
+        self.zone_metrics.get(id.index())
+    }
+
+    /// Counts the decision's fleet rate limits as the policy's fleet step hands them out: Redis
+    /// answers each (or its `on_error` fallback, when Redis cannot), and the step decides.
+    pub async fn count_in_fleet(&self, decision: &mut Decision, metrics: &Metrics) {
+        let mut count = decision.count_in_fleet();
+        while let Some(check) = count.next_check() {
+            let verdict = match &self.fleet {
+                Some(fleet) => fleet.count(check, metrics).await,
+                None => {
+                    let action = self.policy.redis().map_or(OnError::Local, |r| r.on_error);
+                    metrics.observe_fleet_fallback("connection", action.as_str());
+                    check.fallback(action, Instant::now())
+                }
+            };
+            count.answer(verdict);
+        }
     }
 }
 

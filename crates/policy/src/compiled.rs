@@ -5,13 +5,14 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::Code;
-use crate::decision::{Decision, RequestFacts, Verdict};
+use crate::decision::{Decision, RequestFacts};
 use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
 use crate::expr::Cx;
 use crate::fleet::RedisConfig;
 use crate::host::{HostName, HostTable, ParsedHost};
-use crate::policy::{self, BrandingConfig, Connections, Listener, Zone};
+use crate::policy::{self, BrandingConfig, Connections, Listener, Zone, ZoneId};
 use crate::rules::{self, Rules, Trust};
+use crate::verdict::Verdict;
 
 /// A loaded policy: listeners, zones, branding and the compiled rules.
 ///
@@ -22,6 +23,8 @@ pub struct CompiledPolicy {
     listeners: Vec<Listener>,
     admin: Option<String>,
     branding: BrandingConfig,
+    /// `branding` as the problem renderers take it, made once per load.
+    problem_branding: signpost_problem::Branding,
     connections: Connections,
     zones: Vec<Zone>,
     hosts: HostTable,
@@ -73,6 +76,7 @@ impl CompiledPolicy {
         Ok(CompiledPolicy {
             listeners: policy.listeners,
             admin: policy.admin,
+            problem_branding: policy.branding.to_problem_branding(),
             branding: policy.branding,
             connections: policy.connections,
             zones: policy.zones,
@@ -109,9 +113,19 @@ impl CompiledPolicy {
         self.admin.as_deref()
     }
 
-    /// All zones, in file order; [`Decision::zone`] indexes this.
+    /// All zones, in file order: a [`ZoneId`]'s index is its place here.
     pub fn zones(&self) -> &[Zone] {
         &self.zones
+    }
+
+    /// The zone a [`Decision::zone`] of this policy names.
+    ///
+    /// # Panics
+    ///
+    /// When `id` comes from another policy with fewer zones: an id is only meaningful with the
+    /// policy that decided it.
+    pub fn zone(&self, id: ZoneId) -> &Zone {
+        &self.zones[id.0]
     }
 
     /// Deadlines and limits on client connections (`[connections]`).
@@ -128,6 +142,11 @@ impl CompiledPolicy {
     /// How error responses are branded.
     pub fn branding(&self) -> &BrandingConfig {
         &self.branding
+    }
+
+    /// The branding of error responses as [`signpost_problem::render`] takes it.
+    pub fn problem_branding(&self) -> &signpost_problem::Branding {
+        &self.problem_branding
     }
 
     /// Decides one request. `now` drives the rate limiters (inject it in tests).
@@ -177,8 +196,9 @@ impl CompiledPolicy {
     /// Host routing: the zone serving the Host; 1003 for an IP literal no zone lists, 1001 for
     /// a name no zone serves.
     fn route(&self, host: &ParsedHost<'_>, d: &mut Decision) -> ControlFlow<(), usize> {
-        d.zone = self.hosts.lookup_name(host.name);
-        match d.zone {
+        let zone = self.hosts.lookup_name(host.name);
+        d.zone = zone.map(ZoneId);
+        match zone {
             Some(zone) => ControlFlow::Continue(zone),
             None => {
                 d.verdict = match host.name {
@@ -263,7 +283,7 @@ mod tests {
     fn host_routing_codes() {
         let p = CompiledPolicy::from_toml(POLICY, "t.toml", Path::new("."), None).unwrap();
         let d = decide_host(&p, "WWW.Example.com:8080");
-        assert_eq!((d.verdict, d.zone), (Verdict::Proxy, Some(0)));
+        assert_eq!((d.verdict, d.zone), (Verdict::Proxy, Some(ZoneId(0))));
         assert_eq!(
             d.client_ip,
             "198.51.100.4".parse::<std::net::IpAddr>().unwrap()
@@ -284,7 +304,33 @@ mod tests {
             decide_host(&p, "[2001:db8::1]:443").verdict,
             Verdict::refuse(Code::new(1003))
         );
-        assert_eq!(decide_host(&p, "192.0.2.1:8080").zone, Some(1));
+        assert_eq!(decide_host(&p, "192.0.2.1:8080").zone, Some(ZoneId(1)));
+    }
+
+    #[test]
+    fn the_policy_brands_its_problems() {
+        let p = CompiledPolicy::from_toml(POLICY, "t.toml", Path::new("."), None).unwrap();
+        assert_eq!(p.problem_branding(), &signpost_problem::Branding::default());
+        let branded = format!(
+            "[errors]\nfooter = \"Served by example.com.\"\n\
+             type_uri_template = \"https://errors.example.com/{{code}}\"\n{POLICY}"
+        );
+        let p = CompiledPolicy::from_toml(&branded, "t.toml", Path::new("."), None).unwrap();
+        let branding = p.problem_branding();
+        assert_eq!(branding.footer, "Served by example.com.");
+        assert_eq!(
+            branding.type_uri_template.as_deref(),
+            Some("https://errors.example.com/{code}")
+        );
+        let only_template = format!(
+            "[errors]\ntype_uri_template = \"https://errors.example.com/{{code}}\"\n{POLICY}"
+        );
+        let p = CompiledPolicy::from_toml(&only_template, "t.toml", Path::new("."), None).unwrap();
+        assert_eq!(
+            p.problem_branding().footer,
+            signpost_problem::Branding::default().footer,
+            "an unset footer keeps the renderers' own"
+        );
     }
 
     #[test]
@@ -292,7 +338,7 @@ mod tests {
         let p = CompiledPolicy::from_toml(POLICY, "t.toml", Path::new("."), None).unwrap();
         assert_eq!(p.listeners()[0].addr, "0.0.0.0:8080");
         assert_eq!(p.admin(), Some("127.0.0.1:9901"));
-        let z = &p.zones()[decide_host(&p, "a.example.com.").zone.unwrap()];
+        let z = p.zone(decide_host(&p, "a.example.com.").zone.unwrap());
         assert_eq!(&*z.name, "example");
         assert_eq!(z.read_timeout, std::time::Duration::from_secs(100));
         assert_eq!(z.connect_timeout, std::time::Duration::from_secs(10));

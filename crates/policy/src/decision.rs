@@ -3,7 +3,9 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use signpost_problem::Code;
+use crate::fleet::FleetCheck;
+use crate::policy::ZoneId;
+use crate::verdict::Verdict;
 
 /// The facts about one request that the policy decides on. All borrowed: building one costs
 /// nothing.
@@ -30,8 +32,8 @@ pub struct RequestFacts<'a> {
 pub struct Decision {
     /// The client address the policy used: the peer, or what a trusted proxy said.
     pub client_ip: IpAddr,
-    /// The zone serving the host: an index into [`CompiledPolicy::zones`](crate::CompiledPolicy::zones).
-    pub zone: Option<usize>,
+    /// The zone serving the host: [`CompiledPolicy::zone`](crate::CompiledPolicy::zone) gives it.
+    pub zone: Option<ZoneId>,
     /// Proxy or refuse.
     pub verdict: Verdict,
     /// The id of the rule that decided, if a rule did (host routing has none).
@@ -40,31 +42,70 @@ pub struct Decision {
     /// allocation-free) when none did.
     pub logged: Vec<Arc<str>>,
     /// Fleet-scope rate limits that count this request, in file order: the edge asks Redis for
-    /// each (while the verdict is `Proxy`), and the first refusal decides. Empty (and
-    /// allocation-free) when none applies.
-    pub fleet: Vec<crate::fleet::FleetCheck>,
+    /// each (while the verdict is `Proxy`), and the first refusal decides; it counts them through
+    /// [`Decision::count_in_fleet`]. Empty (and allocation-free) when none applies.
+    pub fleet: Vec<FleetCheck>,
 }
 
-/// Whether to forward the request to the origin or answer it with an error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Forward to the zone's origin.
-    Proxy,
-    /// Answer with the catalog error `code` (e.g. 1020) instead of forwarding.
-    Refuse {
-        /// The 1xxx catalog code.
-        code: Code,
-        /// Seconds until the client may succeed, for rate limits (whole seconds, at least 1).
-        retry_after: Option<u32>,
-    },
+impl Decision {
+    /// The decision's fleet rate limits, to be counted one by one with Redis's answers: see
+    /// [`FleetCount`]. Takes the checks out of [`Decision::fleet`].
+    pub fn count_in_fleet(&mut self) -> FleetCount<'_> {
+        let pending = std::mem::take(&mut self.fleet).into_iter();
+        FleetCount {
+            decision: self,
+            pending,
+            asked: None,
+        }
+    }
 }
 
-impl Verdict {
-    /// A refusal without a retry time.
-    pub(crate) const fn refuse(code: Code) -> Verdict {
-        Verdict::Refuse {
-            code,
-            retry_after: None,
+/// The fleet step of a decision, without I/O: the edge asks Redis about each check this hands
+/// out and reports the verdict back, until the decision is final.
+///
+/// The rule: fleet rate limits are counted in file order, one Redis call per rule that counts
+/// the request, while nothing has refused it; the first refusal decides (its rule becomes the
+/// decision's rule). When Redis cannot answer, the verdict reported is the check's
+/// [`fallback`](FleetCheck::fallback), and it decides the same way.
+///
+/// ```text
+/// let mut count = decision.count_in_fleet();
+/// while let Some(check) = count.next_check() {
+///     let verdict = /* Redis's answer through check.shared(..), or check.fallback(..) */;
+///     count.answer(verdict);
+/// }
+/// ```
+#[derive(Debug)]
+pub struct FleetCount<'d> {
+    decision: &'d mut Decision,
+    pending: std::vec::IntoIter<FleetCheck>,
+    /// The check last handed out, until its verdict is reported.
+    asked: Option<FleetCheck>,
+}
+
+impl FleetCount<'_> {
+    /// The next check to ask Redis about, or `None` once the decision is final (every check
+    /// was counted, or one refused the request, or the decision already refused it).
+    ///
+    /// A check handed out and not answered decides nothing: the next call moves on.
+    pub fn next_check(&mut self) -> Option<&FleetCheck> {
+        if self.decision.verdict != Verdict::Proxy {
+            self.asked = None;
+            return None;
+        }
+        self.asked = self.pending.next();
+        self.asked.as_ref()
+    }
+
+    /// Reports the verdict for the check [`next_check`](Self::next_check) last handed out:
+    /// Redis's answer, or the fallback when Redis had none. A refusal decides the request.
+    pub fn answer(&mut self, verdict: Verdict) {
+        let Some(check) = self.asked.take() else {
+            return;
+        };
+        if verdict != Verdict::Proxy {
+            self.decision.verdict = verdict;
+            self.decision.rule_id = Some(check.rule_id().clone());
         }
     }
 }

@@ -3,9 +3,10 @@
 //! This crate does no I/O: it checks the `[redis]` section, and for a request that a fleet rule
 //! counts it hands the edge a [`FleetCheck`] (the rule, the shared key, the arguments of the
 //! counting script). The edge makes the one Redis call and reports back through
-//! [`FleetCheck::shared`] or [`FleetCheck::fallback`], which give the verdict. A key Redis
-//! refused is remembered here until its retry time, so its next requests are refused without
-//! asking Redis again.
+//! [`FleetCheck::shared`] or [`FleetCheck::fallback`], which give the verdict; the decision's
+//! fleet step ([`FleetCount`](crate::FleetCount)) says which check comes next and which verdict
+//! decides. A key Redis refused is remembered here until its retry time, so its next requests
+//! are refused without asking Redis again.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,10 +17,10 @@ use serde_spanned::Spanned;
 use sha2::{Digest, Sha256};
 
 use crate::Code;
-use crate::decision::Verdict;
 use crate::error::{Diagnostics, ProblemKind};
 use crate::file::RedisFile;
 use crate::ratelimit::{Limiter, Outcome, retry_secs};
+use crate::verdict::Verdict;
 
 /// Default time one Redis call may take before the edge falls back.
 pub const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(5);

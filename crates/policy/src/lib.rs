@@ -42,7 +42,7 @@
 //! };
 //! let decision = policy.decide(&facts, Instant::now());
 //! assert_eq!(decision.verdict, Verdict::Proxy);
-//! assert_eq!(policy.zones()[decision.zone.unwrap()].origin.port, 8000);
+//! assert_eq!(policy.zone(decision.zone.unwrap()).origin.port, 8000);
 //!
 //! let unknown = RequestFacts { host: "other.org", ..facts };
 //! assert_eq!(
@@ -70,9 +70,10 @@ mod path;
 mod policy;
 mod ratelimit;
 mod rules;
+mod verdict;
 
 pub use compiled::CompiledPolicy;
-pub use decision::{Decision, RequestFacts, Verdict};
+pub use decision::{Decision, FleetCount, RequestFacts};
 pub use error::{Location, PolicyError, Problem, ProblemKind};
 pub use expr::{
     Expression, ExpressionError, MAX_EXPRESSION_LEN, MAX_NESTING, MAX_REGEX_SIZE, ParsedExpression,
@@ -86,10 +87,11 @@ pub use policy::{
     BrandingConfig, Connections, DEFAULT_ADMIN, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN,
     DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_PER_CLIENT, DEFAULT_READ_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
-    Listener, Origin, TlsFiles, Zone,
+    Listener, Origin, TlsFiles, Zone, ZoneId,
 };
 pub use ratelimit::DEFAULT_MAX_KEYS;
 pub use signpost_problem::Code;
+pub use verdict::Verdict;
 
 /// Request text as a `str`, as `String::from_utf8_lossy` reads it (each byte that is not UTF-8
 /// reads as U+FFFD), through the standard validator first: valid text, the usual case, is

@@ -125,6 +125,21 @@ pub struct BrandingConfig {
     pub footer: Option<String>,
 }
 
+impl BrandingConfig {
+    /// The branding the problem renderers take: what the policy sets, the renderers' defaults
+    /// for the rest.
+    pub fn to_problem_branding(&self) -> signpost_problem::Branding {
+        let mut branding = signpost_problem::Branding::default();
+        if let Some(template) = &self.type_uri_template {
+            branding.type_uri_template = Some(template.clone());
+        }
+        if let Some(footer) = &self.footer {
+            branding.footer = footer.clone();
+        }
+        branding
+    }
+}
+
 /// Where a zone's requests go.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
@@ -140,6 +155,20 @@ pub struct Origin {
     pub sni: String,
     /// Whether to verify the origin's certificate (`origin_verify_cert`, default true).
     pub verify_cert: bool,
+}
+
+/// Names one zone of a compiled policy: what a [`Decision`](crate::Decision) routes a request to.
+/// [`CompiledPolicy::zone`](crate::CompiledPolicy::zone) gives the zone; [`index`](Self::index)
+/// is its place in [`CompiledPolicy::zones`](crate::CompiledPolicy::zones), so that a user can
+/// keep what it holds per zone (metrics, say) in a vector in the same order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ZoneId(pub(crate) usize);
+
+impl ZoneId {
+    /// The zone's place in [`CompiledPolicy::zones`](crate::CompiledPolicy::zones).
+    pub fn index(self) -> usize {
+        self.0
+    }
 }
 
 /// A set of host names served by one origin, with its timeouts.

@@ -1001,6 +1001,127 @@ fn fleet_fallback_counts_locally_allows_or_refuses() {
     );
 }
 
+/// Three fleet rules that all count every request, in this order.
+const FLEET_THREE: &str = r#"
+[redis]
+url = "redis://127.0.0.1:6379/2"
+
+[[rate_limit]]
+id = "first"
+scope = "fleet"
+period = "10s"
+requests_per_period = 5
+
+[[rate_limit]]
+id = "second"
+scope = "fleet"
+period = "10s"
+requests_per_period = 5
+
+[[rate_limit]]
+id = "third"
+scope = "fleet"
+period = "10s"
+requests_per_period = 5
+"#;
+
+fn limited(retry_after: u32) -> Verdict {
+    Verdict::Refuse {
+        code: Code::new(1015),
+        retry_after: Some(retry_after),
+    }
+}
+
+/// Drives the fleet step with one scripted verdict per check, as the edge does with Redis's
+/// answers; returns the ids of the rules asked about, in order.
+fn count_with(decision: &mut Decision, answers: &[Verdict]) -> Vec<String> {
+    let mut asked = Vec::new();
+    let mut answers = answers.iter();
+    let mut count = decision.count_in_fleet();
+    while let Some(check) = count.next_check() {
+        asked.push(check.rule_id().to_string());
+        count.answer(*answers.next().expect("a check past the scripted answers"));
+    }
+    asked
+}
+
+#[test]
+fn fleet_checks_are_counted_in_file_order_while_nothing_refused() {
+    let p = compile(&format!("{FLEET_THREE}{ZONE}"), Path::new("."));
+    let t0 = Instant::now();
+    let mut d = req("192.0.2.1", "/").decide(&p, t0);
+    let all = [Verdict::Proxy; 3];
+    assert_eq!(count_with(&mut d, &all), ["first", "second", "third"]);
+    assert_eq!((d.verdict, d.rule_id.as_deref()), (Verdict::Proxy, None));
+    assert!(d.fleet.is_empty(), "the checks were taken out");
+    // Nothing left to count: the step is final at once.
+    assert!(d.count_in_fleet().next_check().is_none());
+}
+
+#[test]
+fn the_first_fleet_refusal_decides_and_stops_the_count() {
+    let p = compile(&format!("{FLEET_THREE}{ZONE}"), Path::new("."));
+    let t0 = Instant::now();
+    let mut d = req("192.0.2.1", "/").decide(&p, t0);
+    let answers = [Verdict::Proxy, limited(7), limited(9)];
+    assert_eq!(count_with(&mut d, &answers), ["first", "second"]);
+    assert_eq!(d.verdict, limited(7));
+    assert_eq!(d.rule_id.as_deref(), Some("second"));
+}
+
+#[test]
+fn a_refused_decision_asks_redis_nothing() {
+    let p = compile(&format!("{FLEET_THREE}{ZONE}"), Path::new("."));
+    let mut d = req("192.0.2.1", "/").decide(&p, Instant::now());
+    assert_eq!(d.fleet.len(), 3);
+    d.verdict = refused(1020);
+    d.rule_id = Some("custom".into());
+    assert_eq!(count_with(&mut d, &[]), Vec::<String>::new());
+    assert_eq!(d.verdict, refused(1020));
+    assert_eq!(d.rule_id.as_deref(), Some("custom"));
+}
+
+#[test]
+fn a_fleet_fallback_decides_as_an_answer_would() {
+    use signpost_policy::OnError;
+    let p = compile(&format!("{FLEET_THREE}{ZONE}"), Path::new("."));
+    let t0 = Instant::now();
+    let mut d = req("192.0.2.1", "/").decide(&p, t0);
+    let mut asked = Vec::new();
+    let mut count = d.count_in_fleet();
+    while let Some(check) = count.next_check() {
+        asked.push(check.rule_id().to_string());
+        // Redis cannot answer: the first rule lets it through, the second refuses (fail closed).
+        let on_error = if asked.len() == 1 {
+            OnError::Allow
+        } else {
+            OnError::Refuse
+        };
+        let verdict = check.fallback(on_error, t0);
+        count.answer(verdict);
+    }
+    assert_eq!(asked, ["first", "second"]);
+    assert_eq!(d.verdict, limited(1));
+    assert_eq!(d.rule_id.as_deref(), Some("second"));
+}
+
+#[test]
+fn a_fleet_check_left_unanswered_decides_nothing() {
+    let p = compile(&format!("{FLEET_THREE}{ZONE}"), Path::new("."));
+    let mut d = req("192.0.2.1", "/").decide(&p, Instant::now());
+    let mut count = d.count_in_fleet();
+    assert_eq!(&**count.next_check().unwrap().rule_id(), "first");
+    assert_eq!(&**count.next_check().unwrap().rule_id(), "second");
+    count.answer(limited(3));
+    assert!(count.next_check().is_none());
+    // An answer with no check asked for is ignored.
+    count.answer(limited(4));
+    assert_eq!(
+        (d.verdict, d.rule_id.as_deref()),
+        (limited(3), Some("second"))
+    );
+}
+
 #[test]
 fn redis_section_errors_name_file_line_col() {
     let text = r#"[redis]

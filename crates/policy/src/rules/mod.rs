@@ -23,13 +23,14 @@ pub(crate) use hotlink::HotlinkSpec;
 pub(crate) use rate::{RateRule, RateSpec};
 
 use crate::Code;
-use crate::decision::{Decision, Verdict};
+use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::{self, ExprError, Filter};
 use crate::file::PolicyFile;
 use crate::geo::{AsnDb, CountryDb};
 use crate::host::{HostPattern, HostTable};
 use crate::ipset::{IpTable, parse_net};
+use crate::verdict::Verdict;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Action {

@@ -9,12 +9,13 @@ use http::header::HeaderName;
 
 use super::{RuleIds, RulesSpec, expression, sp};
 use crate::Code;
-use crate::decision::{Decision, Verdict};
+use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::{Cx, Filter};
 use crate::file::PolicyFile;
 use crate::fleet::{FleetRule, RedisConfig};
 use crate::ratelimit::{DEFAULT_MAX_KEYS, Limiter, Outcome, retry_secs};
+use crate::verdict::Verdict;
 
 /// What a rate limit counts by.
 #[derive(Debug, Clone, PartialEq, Eq)]
