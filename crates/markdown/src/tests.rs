@@ -631,3 +631,273 @@ fn a_link_in_code_is_written_as_code_in_a_link() {
     // Inside a code block a link stays text; a code span with more than a link is left alone.
     assert!(out.contains("```\nc\n```"), "{out}");
 }
+
+fn md_with(html: &str, url: &str, links: LinkForm) -> String {
+    let url = Url::parse(url).unwrap();
+    convert_html_with(html, Some(&url), &Limits::default(), links).unwrap()
+}
+
+#[test]
+fn same_origin_links_are_root_relative_with_the_page_url_in_the_frontmatter() {
+    let html = r##"<title>T</title><p><a href="../b.html?x=1#s">up</a>
+        <a href="https://docs.example/c">same</a> <a href="http://docs.example/d">other scheme</a>
+        <a href="https://docs.example:8443/e">other port</a> <a href="//cdn.example/f">other host</a>
+        <a href="https://docs.example//g">double slash</a> <a href="mailto:a@docs.example">mail</a>
+        <a href="#top">here</a> <img src="/i.png" alt="pic"></p>"##;
+    let out = md_with(
+        html,
+        "https://docs.example/a/p.html",
+        LinkForm::RootRelative,
+    );
+    let (yaml, _) = frontmatter(&out);
+    assert_eq!(
+        yaml["url"].as_str(),
+        Some("https://docs.example/a/p.html"),
+        "{out}"
+    );
+    assert_eq!(
+        links(&out),
+        [
+            "/b.html?x=1#s",
+            "/c",
+            "http://docs.example/d",
+            "https://docs.example:8443/e",
+            "https://cdn.example/f",
+            "https://docs.example//g",
+            "mailto:a@docs.example",
+            "/i.png"
+        ],
+        "{out}"
+    );
+    // The edge's form is unchanged, and has no `url` in its frontmatter.
+    let absolute = md(html, "https://docs.example/a/p.html");
+    assert!(!absolute.contains("url:"), "{absolute}");
+    assert!(links(&absolute).contains(&"https://docs.example/b.html?x=1#s".to_string()));
+    // Nothing shortened, no `url`; no page URL, nothing shortened.
+    let out = md_with(
+        r#"<title>T</title><a href="https://elsewhere.example/">x</a>"#,
+        "https://docs.example/",
+        LinkForm::RootRelative,
+    );
+    assert_eq!(
+        out,
+        "---\ntitle: \"T\"\n---\n\n[x](https://elsewhere.example/)\n"
+    );
+    let out = convert_html_with(
+        r#"<a href="https://docs.example/a">x</a>"#,
+        None,
+        &Limits::default(),
+        LinkForm::RootRelative,
+    )
+    .unwrap();
+    assert_eq!(out, "[x](https://docs.example/a)\n");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A root-relative target, resolved against the page URL as RFC 3986 says (the `url`
+    /// crate's `join`), is the absolute target the edge's form writes.
+    #[test]
+    fn root_relative_links_resolve_to_the_absolute_ones(
+        hrefs in proptest::collection::vec(
+            proptest::collection::vec(
+                prop_oneof![
+                    Just("a"), Just("../"), Just("/"), Just("//"), Just("b/"), Just("?q=1"),
+                    Just("#f"), Just("https://docs.example"), Just("http://docs.example"),
+                    Just("https://docs.example:8443"), Just("https://other.example"),
+                    Just("%20"), Just(" "), Just("("), Just(")"), Just("x y"), Just("."),
+                    Just("mailto:"), Just("&amp;"), Just(":"), Just("@"),
+                ],
+                1..6,
+            ).prop_map(|parts| parts.concat()),
+            1..6,
+        ),
+        base in prop_oneof![Just(""), Just("<base href=\"/z/\">"), Just("<base href=\"https://other.example/\">")],
+    ) {
+        let page = "https://docs.example/a/b/p.html";
+        let mut html = format!("{base}<p>");
+        for (i, href) in hrefs.iter().enumerate() {
+            html.push_str(&format!("<a href=\"{href}\">l{i}</a> "));
+        }
+        let absolute = links(&md_with(&html, page, LinkForm::Absolute));
+        let relative = links(&md_with(&html, page, LinkForm::RootRelative));
+        prop_assert_eq!(absolute.len(), relative.len());
+        let page = Url::parse(page).unwrap();
+        for (a, r) in absolute.iter().zip(&relative) {
+            if a == r {
+                // Absolute already, or a target that does not resolve and stays as written.
+                continue;
+            }
+            let resolved = page.join(r).map(String::from);
+            prop_assert_eq!(resolved.as_deref(), Ok(a.as_str()), "{} {} in {}", a, r, html);
+            if r.starts_with('/') {
+                prop_assert!(!r.starts_with("//"));
+                prop_assert_eq!(Url::parse(a).unwrap().origin(), page.origin());
+            }
+        }
+    }
+}
+
+#[test]
+fn no_break_spaces_are_plain_spaces_outside_code() {
+    let html = "<p>Module&nbsp;Identifier:\u{a0}x <b>&nbsp;bold</b> <img src=\"/i.png\" alt=\"a&nbsp;b\">\
+        <code>a&nbsp;b</code></p><pre>c&nbsp;d</pre><table><tr><th>h&nbsp;1</th></tr>\
+        <tr><td>&nbsp;</td></tr></table>";
+    let out = md(html, "https://e.example/");
+    assert_eq!(
+        out,
+        "Module Identifier: x **bold** ![a b](https://e.example/i.png)`a\u{a0}b`\n\n\
+         ```\nc\u{a0}d\n```\n\n| h 1 |\n| --- |\n| |\n",
+        "{out}"
+    );
+}
+
+/// Every piece of the Markdown a reader takes for text (not code) and every link target.
+fn text_outside_code(md: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_code_block = false;
+    for event in Parser::new_ext(md, CmOptions::ENABLE_TABLES) {
+        match event {
+            Event::Start(Tag::CodeBlock(_)) => in_code_block = true,
+            Event::End(TagEnd::CodeBlock) => in_code_block = false,
+            Event::Code(_) => {}
+            Event::Text(t) | Event::Html(t) | Event::InlineHtml(t) if !in_code_block => {
+                out.push(t.to_string())
+            }
+            Event::Start(Tag::Link {
+                dest_url, title, ..
+            })
+            | Event::Start(Tag::Image {
+                dest_url, title, ..
+            }) => {
+                out.push(dest_url.to_string());
+                out.push(title.to_string());
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Whatever the text and markup around it, a no-break space reaches the Markdown only
+    /// inside code.
+    #[test]
+    fn no_break_spaces_only_in_code(
+        blocks in proptest::collection::vec(
+            (
+                prop_oneof![
+                    Just(("<p>", "</p>")), Just(("<h2>", "</h2>")), Just(("<ul><li>", "</ul>")),
+                    Just(("<table><tr><th>", "</table>")), Just(("<blockquote>", "</blockquote>")),
+                    Just(("", "")),
+                ],
+                proptest::collection::vec(
+                    prop_oneof![
+                        Just("&nbsp;".to_string()), Just("\u{a0}".to_string()),
+                        Just("&#160;".to_string()), "<b>[a-z \u{a0}]{0,6}</b>",
+                        "<em>[a-z \u{a0}]{0,6}</em>", "<a href=\"/x\">[a-z \u{a0}]{0,6}</a>",
+                        Just("<td>".to_string()),
+                        Just("<br>".to_string()),
+                        Just("<img alt=\"a&nbsp;b\" src=\"/i\">".to_string()),
+                        // Not empty: htmd writes an empty `<code>` as two backticks, which
+                        // open a code span the reader closes somewhere else.
+                        "<code>[a-z][a-z \u{a0}]{0,6}</code>", "[a-z \u{a0}]{0,8}",
+                    ],
+                    0..12,
+                ),
+            ),
+            0..6,
+        ),
+        // Code blocks stand between the other blocks: a `<pre>` inside a heading or an
+        // emphasis is written by htmd as a fence that a reader does not take for one.
+        pres in proptest::collection::vec("<pre>[a-z \u{a0}\n]{0,8}</pre>", 0..6),
+    ) {
+        let mut parts = Vec::new();
+        for (i, ((open, close), inline)) in blocks.iter().enumerate() {
+            parts.push(open.to_string());
+            parts.extend(inline.iter().cloned());
+            parts.push(close.to_string());
+            parts.extend(pres.get(i).cloned());
+        }
+        let html = parts.concat();
+        let out = md(&html, "https://e.example/");
+        for text in text_outside_code(&out) {
+            prop_assert!(!text.contains('\u{a0}'), "{:?} in {:?} from {:?}", text, out, html);
+        }
+    }
+}
+
+#[test]
+fn pipes_in_table_cells_are_escaped_for_gfm_even_in_code() {
+    let html = r#"<table><tr><th>Syntax:</th><td><code>KeepAlive On|Off</code></td></tr>
+        <tr><th>a|b</th><td>c\|d <code>e\|f</code></td></tr>
+        <caption>Caption</caption></table>"#;
+    let out = md(html, "https://e.example/");
+    assert!(!out.contains("&#124;"), "{out}");
+    assert_eq!(
+        out,
+        "Caption\n\n| Syntax: | `KeepAlive On\\|Off` |\n| --- | --- |\n| a\\|b | c\\\\\\|d `e\\\\|f` |\n",
+        "{out}"
+    );
+    assert_eq!(
+        table_cells(&out),
+        [
+            vec!["Syntax:", "KeepAlive On|Off"],
+            vec!["a|b", "c\\|d e\\|f"]
+        ]
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Whatever text or code a cell holds (pipes, backslashes, backticks, Markdown's other
+    /// punctuation), a GFM reader reads the cell back as that text.
+    #[test]
+    fn table_cells_read_back_as_their_text(
+        rows in proptest::collection::vec(
+            proptest::collection::vec(
+                (any::<bool>(), r"[a-z|\\`*_\[\]<>#&!-]{1,10}"),
+                1..4,
+            ),
+            1..4,
+        ),
+    ) {
+        let mut html = String::from("<table>");
+        let mut want = Vec::new();
+        for (r, cells) in rows.iter().enumerate() {
+            html.push_str("<tr>");
+            let mut row = Vec::new();
+            for (code, text) in cells {
+                let tag = if r == 0 { "th" } else { "td" };
+                let escaped = text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+                // A code span can hold any text but a backtick run of its own fence's length;
+                // htmd picks the fence.
+                if *code {
+                    html.push_str(&format!("<{tag}><code>{escaped}</code></{tag}>"));
+                } else {
+                    html.push_str(&format!("<{tag}>{escaped}</{tag}>"));
+                }
+                row.push(text.clone());
+            }
+            html.push_str("</tr>");
+            want.push(row);
+        }
+        html.push_str("</table>");
+        let out = md(&html, "https://e.example/");
+        prop_assert!(!out.contains("&#124;"), "{}", out);
+        let columns = want.iter().map(Vec::len).max().unwrap_or(0);
+        // Rows shorter than the widest are filled with empty cells.
+        let read = table_cells(&out);
+        for (r, row) in want.iter().enumerate() {
+            let got = &read[r];
+            prop_assert_eq!(got.len(), columns, "{:?}\n{}", html, out);
+            for (c, text) in row.iter().enumerate() {
+                prop_assert_eq!(&got[c], text, "{:?}\n{}", html, out);
+            }
+        }
+    }
+}
