@@ -138,16 +138,18 @@ pub fn walk_with(
     // Whether a target was written root-relative, which puts the page URL in the frontmatter.
     let mut shortened = false;
     for (node, attr_name) in links {
+        // Whether the link's target was a fragment of this page (and is gone).
+        let mut to_this_page = false;
         if let NodeData::Element { attrs, .. } = &node.data {
             let is_link = attr_name == "href";
             let mut attrs = attrs.borrow_mut();
             attrs.retain(|a| {
                 let is_url = &*a.name.local == attr_name;
                 let value = a.value.trim_start();
+                let fragment = is_link && page.is_none() && value.starts_with('#');
+                to_this_page |= is_url && fragment;
                 // A script URL is nothing an agent should follow.
-                !(is_url
-                    && (value.to_ascii_lowercase().starts_with("javascript:")
-                        || (is_link && page.is_none() && value.starts_with('#'))))
+                !(is_url && (value.to_ascii_lowercase().starts_with("javascript:") || fragment))
             });
             if let Some(base_url) = &base_url {
                 let mut same_page = false;
@@ -168,11 +170,14 @@ pub fn walk_with(
                 }
                 if same_page {
                     attrs.retain(|a| &*a.name.local != attr_name);
+                    to_this_page = true;
                 }
             }
         }
-        if attr_name == "href" && !has_content(&node) {
-            // An empty link (an icon drawn by CSS) would be `[](url)`: nothing to read.
+        if attr_name == "href" && (!has_content(&node) || (to_this_page && !has_text(&node))) {
+            // An empty link (an icon drawn by CSS) would be `[](url)`: nothing to read. An
+            // image that led to a part of this page ("back to top", an arrow to the next
+            // section) is an icon whose use went with the target.
             detach.push(node);
         }
     }
@@ -353,6 +358,18 @@ fn has_content(link: &Handle) -> bool {
         match &node.data {
             NodeData::Text { contents } if !contents.borrow().trim().is_empty() => return true,
             NodeData::Element { name, .. } if &*name.local == "img" => return true,
+            _ => stack.extend(node.children.borrow().iter().rev().cloned()),
+        }
+    }
+    false
+}
+
+/// Whether a link holds text (not only images); bounded as [`has_content`] is.
+fn has_text(link: &Handle) -> bool {
+    let mut stack: Vec<Handle> = link.children.borrow().iter().rev().cloned().collect();
+    while let Some(node) = stack.pop() {
+        match &node.data {
+            NodeData::Text { contents } if !contents.borrow().trim().is_empty() => return true,
             _ => stack.extend(node.children.borrow().iter().rev().cloned()),
         }
     }
@@ -544,7 +561,7 @@ fn text_of(node: &Handle) -> String {
 
 /// Detaches `nodes` from their parents, each parent's children rebuilt once: one at a time, a
 /// paragraph of 200,000 empty links cost 200,000 passes over its children (11 s for 3 MB).
-fn remove_all(nodes: &[Handle]) {
+pub(crate) fn remove_all(nodes: &[Handle]) {
     let doomed: std::collections::HashSet<*const Node> = nodes.iter().map(Rc::as_ptr).collect();
     let mut parents: Vec<Handle> = Vec::new();
     let mut seen: std::collections::HashSet<*const Node> = std::collections::HashSet::new();

@@ -5,12 +5,15 @@
 //! 1. [`decode_body`] undoes gzip, deflate, br or zstd with the decoded size capped
 //!    ([`Limits::max_bytes`]), and [`to_utf8`] decodes the charset the page declares.
 //! 2. html5ever tokenizes the page once; a filter between its tokenizer and its tree builder
-//!    (linear whatever the page's shape) drops scripts, styles, navigation, the page's header
+//!    (linear whatever the page's shape) drops scripts, styles, navigation, decorative images
+//!    (`alt=""`), the page's header
 //!    and footer, form controls and comments, keeps only the attributes the conversion reads,
 //!    flattens nesting past [`Limits::max_depth`], refuses pages with more than
 //!    [`Limits::max_elements`] elements, and gives the tree builder each run of text as one
 //!    token (the tokenizer cuts it at every character reference).
-//! 3. The tree builder builds the tree (no recursion); one iterative walk collects the title,
+//! 3. The tree builder builds the tree (no recursion); one pass drops navigation that nothing
+//!    marks but its shape (blocks of links outside the content, language bars, breadcrumbs;
+//!    see `navigation.rs`); one iterative walk collects the title,
 //!    description, Open Graph image, `<base href>` and JSON-LD, makes links and images
 //!    absolute against `<base href>` or the request URL (or, as [`LinkForm::RootRelative`] asks,
 //!    root-relative when on the page's own origin), turns no-break spaces outside code into
@@ -41,6 +44,7 @@
 mod decode;
 mod dom;
 mod filter;
+mod navigation;
 mod table;
 
 use std::fmt::Write as _;
@@ -244,6 +248,7 @@ pub fn convert_html_with(
         return Err(Error::TooLarge);
     }
     let dom = filter::parse(html, limits)?;
+    dom::remove_all(&navigation::find(&dom.document));
     let meta = dom::walk_with(&dom.document, url, links)?;
     let body = CONVERTER.with(|converter| converter.tree_to_markdown(&dom.document));
     // The tree is the largest thing held, and the line pass needs only the Markdown.
@@ -519,6 +524,7 @@ pub fn step_times(html: &str, url: Option<&Url>, limits: &Limits) -> [std::time:
     let Ok(dom) = filter::parse(html, limits) else {
         return times;
     };
+    dom::remove_all(&navigation::find(&dom.document));
     let t2 = std::time::Instant::now();
     let _ = dom::walk(&dom.document, url);
     let t3 = std::time::Instant::now();

@@ -901,3 +901,169 @@ proptest! {
         }
     }
 }
+
+/// The Apache manual's page shape: its menu, breadcrumbs and language bars are in `<div>`s
+/// and `<p>`s that say nothing of navigation.
+#[test]
+fn unmarked_navigation_goes_by_its_shape_and_the_content_stays() {
+    let html = r##"<body><div id="page-header">
+        <p class="menu"><a href="/mod/">Modules</a> | <a href="/glossary.html">Glossary</a></p>
+        <p class="apache">Apache HTTP Server Version 2.4</p><img alt="" src="/feather.png"></div>
+        <div class="up"><a href="./"><img alt="&lt;-" src="/left.gif"></a></div>
+        <div id="path"><a href="https://www.apache.org/">Apache</a> &gt; <a href="/docs/">Docs</a></div>
+        <div id="page-content"><div id="preamble"><h1>Module mod_alias</h1>
+        <div class="toplang"><p><span>Available Languages: </span>
+        <a href="/en/a.html" title="English">&nbsp;en&nbsp;</a> |
+        <a href="/fr/a.html" hreflang="fr" rel="alternate">&nbsp;fr&nbsp;</a> |
+        <a href="/ja/a.html" hreflang="ja" rel="alternate">&nbsp;ja&nbsp;</a></p></div>
+        <table class="module"><tr><th>Status:</th><td>Base</td></tr></table>
+        <p>Maps <a href="/urls.html">URLs</a> to files.</p>
+        <ul id="toc"><li><img alt="" src="/down.gif"> <a href="#alias">Alias</a></li></ul>
+        <h3>See also</h3><ul class="seealso"><li><a href="/rewrite.html">mod_rewrite</a></li></ul>
+        <pre>Alias "/image" "/ftp/pub/image"</pre>
+        <div class="top"><a href="#page-header"><img alt="top" src="/up.gif"></a></div>
+        </div></div>
+        <div class="bottomlang"><p><span>Available Languages: </span>
+        <a href="/en/a.html">en</a> | <a href="/fr/a.html" hreflang="fr">fr</a> |
+        <a href="/ja/a.html" hreflang="ja">ja</a></p></div></body>"##;
+    let out = md(html, "https://httpd.example/mod/a.html");
+    assert_eq!(
+        out,
+        "Apache HTTP Server Version 2.4\n\n# Module mod\\_alias\n\n\
+         | Status: | Base |\n| --- | --- |\n\n\
+         Maps [URLs](https://httpd.example/urls.html) to files.\n\n- Alias\n\n\
+         ### See also\n\n- [mod\\_rewrite](https://httpd.example/rewrite.html)\n\n\
+         ```\nAlias \"/image\" \"/ftp/pub/image\"\n```\n",
+        "{out}"
+    );
+}
+
+#[test]
+fn link_lists_go_only_outside_marked_content_or_above_the_title() {
+    // With `<main>`: the sidebar and the footer's columns of links go; inside, a list of
+    // links (a table of contents of other pages) stays, and so does a paragraph outside.
+    let html = r#"<body><div class="sidebar"><ul><li><a href="/a">A</a></li><li><a href="/b">B</a></li></ul></div>
+        <main><h1>Guide</h1><ul><li><a href="/c">Chapter one</a></li><li><a href="/d">Chapter two</a></li></ul></main>
+        <div>Written by the team, see <a href="/about">about us</a> for more.</div>
+        <div class="cols"><p><a href="/x">X</a> · <a href="/y">Y</a></p></div></body>"#;
+    let out = md(html, "https://e.example/");
+    assert_eq!(
+        out,
+        "# Guide\n\n- [Chapter one](https://e.example/c)\n- [Chapter two](https://e.example/d)\n\n\
+         Written by the team, see [about us](https://e.example/about) for more.\n",
+        "{out}"
+    );
+    // `role="main"` marks the content as `<main>` does.
+    let html = r#"<div><a href="/a">A</a> <a href="/b">B</a></div><div role="main"><p>Body
+        <a href="/c">c</a></p><p><a href="/d">D</a> | <a href="/e">E</a></p></div>"#;
+    let out = md(html, "https://e.example/");
+    assert_eq!(
+        out,
+        "Body [c](https://e.example/c)\n\n[D](https://e.example/d) | [E](https://e.example/e)\n",
+        "{out}"
+    );
+    // An index page, all links after its title, keeps them all; without a title and without
+    // marked content, nothing is dropped by place.
+    let index = r#"<h1>Index</h1><ul><li><a href="/a">a</a></li><li><a href="/b">b</a></li></ul>
+        <p><a href="/c">c</a> | <a href="/d">d</a></p>"#;
+    assert_eq!(
+        links(&md(index, "https://e.example/")).len(),
+        4,
+        "{}",
+        md(index, "https://e.example/")
+    );
+    let untitled = r#"<p><a href="/a">a</a> | <a href="/b">b</a></p><h2>Part</h2><p>Text</p>"#;
+    assert_eq!(links(&md(untitled, "https://e.example/")).len(), 2);
+    // A layout table's menu column, before the title.
+    let layout = r#"<table><tr><td><a href="/">Home</a><br><a href="/docs">Docs</a></td>
+        <td><h1>Title</h1><p>Text of the page.</p></td></tr></table>"#;
+    assert_eq!(
+        md(layout, "https://e.example/"),
+        "# Title\n\nText of the page.\n"
+    );
+}
+
+#[test]
+fn breadcrumbs_go_outside_content_but_arrows_in_a_sentence_stay() {
+    let html = r#"<h1>Title</h1><p>Choose <a href="/m">Menu</a> &gt; <a href="/s">Save</a> to keep it.</p>
+        <div><a href="/">Home</a> &raquo; <a href="/docs/">Docs</a> &raquo; <a href="/docs/x">X</a></div>
+        <p>End.</p>"#;
+    let out = md(html, "https://e.example/");
+    assert_eq!(
+        out,
+        "# Title\n\nChoose [Menu](https://e.example/m) > [Save](https://e.example/s) to keep it.\n\nEnd.\n",
+        "{out}"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Blocks of navigation's shape anywhere on a page, with or without `<main>` and a title:
+    /// every paragraph, list item with words, table cell, heading and code block stays, and
+    /// so does every link inside `<main>` but a language bar's.
+    #[test]
+    fn navigation_by_shape_never_takes_content(
+        blocks in proptest::collection::vec(0u8..9, 1..14),
+        main_at in proptest::option::of(0usize..14),
+        h1_at in proptest::option::of(0usize..14),
+    ) {
+        let mut html = String::new();
+        let mut kept = Vec::new();
+        let mut in_main = false;
+        let (main_start, main_end) = main_at.map_or((usize::MAX, usize::MAX), |m| (m, m + 4));
+        for (i, kind) in blocks.iter().enumerate() {
+            if i == main_start {
+                html.push_str("<main>");
+                in_main = true;
+            }
+            if h1_at == Some(i) {
+                html.push_str(&format!("<h1>title{i}</h1>"));
+                kept.push(format!("title{i}"));
+            }
+            let w = format!("w{i}");
+            match kind {
+                0 => {
+                    html.push_str(&format!("<p>{w}a {w}b <a href=\"/{w}\">{w}c</a> {w}d</p>"));
+                    kept.extend([format!("{w}a"), format!("{w}c"), format!("/{w}")]);
+                }
+                1 => {
+                    html.push_str(&format!("<ul><li>{w}a {w}b {w}e</li><li><a href=\"/{w}\">{w}c</a></li></ul>"));
+                    kept.extend([format!("{w}a"), format!("{w}e")]);
+                }
+                2 => {
+                    html.push_str(&format!("<table><tr><th>{w}h</th></tr><tr><td><a href=\"/{w}\">{w}a</a></td></tr></table>"));
+                    kept.extend([format!("{w}h")]);
+                }
+                3 => {
+                    html.push_str(&format!("<pre>{w}code</pre>"));
+                    kept.push(format!("{w}code"));
+                }
+                4 => {
+                    html.push_str(&format!("<h2>{w}head</h2>"));
+                    kept.push(format!("{w}head"));
+                }
+                // Link lists: a menu, a breadcrumb trail, a language bar, a list of links.
+                5 => html.push_str(&format!("<p><a href=\"/{w}x\">{w}x</a> | <a href=\"/{w}y\">{w}y</a></p>")),
+                6 => html.push_str(&format!("<div><a href=\"/\">{w}h</a> &gt; <a href=\"/{w}\">{w}p</a></div>")),
+                7 => html.push_str(&format!("<div>Languages: <a href=\"/en/{w}\">en</a> <a hreflang=\"fr\" href=\"/fr/{w}\">fr</a> <a hreflang=\"de\" href=\"/de/{w}\">de</a></div>")),
+                _ => html.push_str(&format!("<ul><li><a href=\"/{w}x\">{w}x</a></li><li><a href=\"/{w}y\">{w}y</a></li></ul>")),
+            }
+            match kind {
+                5 | 8 if in_main => kept.extend([format!("{w}x"), format!("/{w}y")]),
+                6 if in_main => kept.extend([format!("{w}p"), format!("/{w}")]),
+                _ => {}
+            }
+            if i + 1 == main_end || (in_main && i + 1 == blocks.len()) {
+                html.push_str("</main>");
+                in_main = false;
+            }
+        }
+        let out = md(&html, "https://e.example/");
+        for word in &kept {
+            // The word, or the link target, is somewhere in the Markdown.
+            prop_assert!(out.contains(word.as_str()) || out.contains(&format!("e.example{word}")),
+                "{} lost from {}\n{}", word, html, out);
+        }
+    }
+}
