@@ -13,7 +13,7 @@ use html5ever::{Attribute, LocalName, QualName, local_name, ns};
 use markup5ever_rcdom::{Handle, Node, NodeData};
 use url::Url;
 
-use crate::{Error, MAX_JSON_LD_BLOCKS, MAX_TREE_DEPTH};
+use crate::{Error, LinkForm, MAX_JSON_LD_BLOCKS, MAX_TREE_DEPTH};
 
 /// What the walk found.
 #[derive(Default, Debug)]
@@ -23,13 +23,24 @@ pub struct Meta {
     pub description: Option<String>,
     pub og_description: Option<String>,
     pub image: Option<String>,
+    /// The page URL, when a link was written root-relative to it (see [`LinkForm`]).
+    pub url: Option<String>,
     pub json_ld: Vec<String>,
 }
 
 /// Frontmatter values longer than this are cut (at a character boundary).
 const MAX_META_CHARS: usize = 1024;
 
+/// [`walk_with`] writing every link absolute.
 pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error> {
+    walk_with(document, request_url, LinkForm::Absolute)
+}
+
+pub fn walk_with(
+    document: &Handle,
+    request_url: Option<&Url>,
+    link_form: LinkForm,
+) -> Result<Meta, Error> {
     let mut meta = Meta::default();
     let mut base: Option<String> = None;
     let mut links: Vec<(Handle, &'static str)> = Vec::new();
@@ -42,6 +53,12 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
     while let Some((node, depth, mut in_pre)) = stack.pop() {
         if depth > MAX_TREE_DEPTH {
             return Err(Error::TooComplex("tree too deep"));
+        }
+        if let NodeData::Text { contents } = &node.data
+            && !in_pre
+        {
+            plain_spaces(&mut contents.borrow_mut());
+            continue;
         }
         if let NodeData::Element { name, attrs, .. } = &node.data {
             // htmd writes the content of both verbatim (see `is_pre` in its walker).
@@ -90,7 +107,14 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
                     continue;
                 }
                 "a" => links.push((Rc::clone(&node), "href")),
-                "img" => links.push((Rc::clone(&node), "src")),
+                "img" => {
+                    for a in attrs.borrow_mut().iter_mut() {
+                        if matches!(a.name.local, local_name!("alt") | local_name!("title")) {
+                            plain_spaces(&mut a.value);
+                        }
+                    }
+                    links.push((Rc::clone(&node), "src"));
+                }
                 "pre" => pres.push(Rc::clone(&node)),
                 "table" => tables.push(Rc::clone(&node)),
                 _ => {}
@@ -111,17 +135,21 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
     // A link to a fragment of this same page (a table of contents, a "back to top", a
     // heading's own anchor) leads nowhere an agent can go: its text stays, its target goes.
     let page = request_url.map(without_fragment);
+    // Whether a target was written root-relative, which puts the page URL in the frontmatter.
+    let mut shortened = false;
     for (node, attr_name) in links {
+        // Whether the link's target was a fragment of this page (and is gone).
+        let mut to_this_page = false;
         if let NodeData::Element { attrs, .. } = &node.data {
             let is_link = attr_name == "href";
             let mut attrs = attrs.borrow_mut();
             attrs.retain(|a| {
                 let is_url = &*a.name.local == attr_name;
                 let value = a.value.trim_start();
+                let fragment = is_link && page.is_none() && value.starts_with('#');
+                to_this_page |= is_url && fragment;
                 // A script URL is nothing an agent should follow.
-                !(is_url
-                    && (value.to_ascii_lowercase().starts_with("javascript:")
-                        || (is_link && page.is_none() && value.starts_with('#'))))
+                !(is_url && (value.to_ascii_lowercase().starts_with("javascript:") || fragment))
             });
             if let Some(base_url) = &base_url {
                 let mut same_page = false;
@@ -130,16 +158,26 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
                         same_page = is_link
                             && absolute.fragment().is_some()
                             && page == Some(without_fragment(&absolute));
-                        a.value = StrTendril::from(absolute.as_str());
+                        let target = match (link_form, request_url) {
+                            (LinkForm::RootRelative, Some(request_url)) => {
+                                root_relative(&absolute, request_url)
+                            }
+                            _ => None,
+                        };
+                        shortened |= target.is_some() && !same_page;
+                        a.value = StrTendril::from(target.unwrap_or(absolute.as_str()));
                     }
                 }
                 if same_page {
                     attrs.retain(|a| &*a.name.local != attr_name);
+                    to_this_page = true;
                 }
             }
         }
-        if attr_name == "href" && !has_content(&node) {
-            // An empty link (an icon drawn by CSS) would be `[](url)`: nothing to read.
+        if attr_name == "href" && (!has_content(&node) || (to_this_page && !has_text(&node))) {
+            // An empty link (an icon drawn by CSS) would be `[](url)`: nothing to read. An
+            // image that led to a part of this page ("back to top", an arrow to the next
+            // section) is an icon whose use went with the target.
             detach.push(node);
         }
     }
@@ -155,6 +193,9 @@ pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error>
         meta.image = Some(absolute.into());
     }
     remove_all(&detach);
+    if shortened {
+        meta.url = page.map(str::to_owned);
+    }
     for field in [
         &mut meta.title,
         &mut meta.og_title,
@@ -277,6 +318,31 @@ fn unwrap_block_wrappers(parent: &Handle) {
     *parent.children.borrow_mut() = new;
 }
 
+/// `target` as a root-relative reference (its path, query and fragment) when it is on the
+/// page's origin and reads back as itself against the page URL (see [`LinkForm::RootRelative`]).
+fn root_relative<'a>(target: &'a Url, page: &Url) -> Option<&'a str> {
+    let reference = &target[url::Position::BeforePath..];
+    // Only a tuple origin (http, https, ws, wss, ftp) can be equal to another: `file:` and
+    // opaque URLs never are. A path that starts with `//` would read as a host name.
+    (matches!(target.scheme(), "http" | "https")
+        && target.origin() == page.origin()
+        && reference.starts_with('/')
+        && !reference.starts_with("//"))
+    .then_some(reference)
+}
+
+/// A no-break space (U+00A0, `&nbsp;`) becomes a plain space. It keeps words on one line in a
+/// browser, which Markdown's reader does not lay out; it is a token of its own (two bytes in
+/// UTF-8, which cl100k_base does not join to the word after it, as it does a plain space), and
+/// pages put it between words by the thousand (3% of the tokens of some corpora). Outside
+/// `<pre>` and `<code>` only: there it may be what the code says. In the Markdown a plain space
+/// reads the same but for layout: where a page has several in a row, htmd writes one space.
+fn plain_spaces(text: &mut StrTendril) {
+    if text.contains('\u{a0}') {
+        *text = StrTendril::from(text.replace('\u{a0}', " "));
+    }
+}
+
 /// The URL up to its fragment.
 fn without_fragment(url: &Url) -> &str {
     let s = url.as_str();
@@ -292,6 +358,18 @@ fn has_content(link: &Handle) -> bool {
         match &node.data {
             NodeData::Text { contents } if !contents.borrow().trim().is_empty() => return true,
             NodeData::Element { name, .. } if &*name.local == "img" => return true,
+            _ => stack.extend(node.children.borrow().iter().rev().cloned()),
+        }
+    }
+    false
+}
+
+/// Whether a link holds text (not only images); bounded as [`has_content`] is.
+fn has_text(link: &Handle) -> bool {
+    let mut stack: Vec<Handle> = link.children.borrow().iter().rev().cloned().collect();
+    while let Some(node) = stack.pop() {
+        match &node.data {
+            NodeData::Text { contents } if !contents.borrow().trim().is_empty() => return true,
             _ => stack.extend(node.children.borrow().iter().rev().cloned()),
         }
     }
@@ -483,7 +561,7 @@ fn text_of(node: &Handle) -> String {
 
 /// Detaches `nodes` from their parents, each parent's children rebuilt once: one at a time, a
 /// paragraph of 200,000 empty links cost 200,000 passes over its children (11 s for 3 MB).
-fn remove_all(nodes: &[Handle]) {
+pub(crate) fn remove_all(nodes: &[Handle]) {
     let doomed: std::collections::HashSet<*const Node> = nodes.iter().map(Rc::as_ptr).collect();
     let mut parents: Vec<Handle> = Vec::new();
     let mut seen: std::collections::HashSet<*const Node> = std::collections::HashSet::new();

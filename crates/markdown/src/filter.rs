@@ -281,6 +281,8 @@ fn raw_kind(name: &LocalName) -> Option<RawKind> {
 fn keep_attribute(tag: &LocalName, name: &LocalName) -> bool {
     match *name {
         local_name!("href") => matches!(*tag, local_name!("a") | local_name!("base")),
+        // A link to the page in another language: how the walk knows a language bar.
+        local_name!("hreflang") => *tag == local_name!("a"),
         local_name!("src") | local_name!("alt") => *tag == local_name!("img"),
         // A link's title is a tooltip, not text the page shows (Sphinx puts one on every
         // reference, mostly the link's text again); an image's title may be its caption.
@@ -315,6 +317,10 @@ struct Verdict {
     footer: bool,
     /// `role="main"`: the page's content, as `<main>`.
     role_main: bool,
+    /// An `<img>` whose `alt` is empty: HTML's mark of an image that is not content (a bullet,
+    /// a spacer, a logo beside the site's name), which a reader of the Markdown could only see
+    /// as `![](url)`.
+    decorative: bool,
 }
 
 /// Classes that mark navigation where a page has no `<nav>`: DocBook XSL's links to the
@@ -338,6 +344,7 @@ fn judge(tag: &Tag) -> Verdict {
                 v.role_main = value.eq_ignore_ascii_case("main");
             }
             local_name!("id") => v.footer |= value.eq_ignore_ascii_case("footer"),
+            local_name!("alt") => v.decorative = tag.name == local_name!("img") && value.is_empty(),
             local_name!("type") if tag.name == local_name!("script") => {
                 v.json_ld = value.eq_ignore_ascii_case("application/ld+json");
             }
@@ -435,6 +442,7 @@ impl Filter {
         let dropped = v.hidden
             || v.role_nav
             || v.permalink
+            || v.decorative
             || dropped_element(name)
             || ((v.role_chrome
                 || v.footer
@@ -454,7 +462,10 @@ impl Filter {
         }
         let tag_name = tag.name.clone();
         tag.attrs.retain(|a| {
-            keep_attribute(&tag_name, &a.name.local)
+            // `role="main"` marks the content for the walk's search for navigation
+            // (`navigation.rs`), as `<main>` does.
+            let main = v.role_main && a.name.local == local_name!("role");
+            (keep_attribute(&tag_name, &a.name.local) || main)
                 && a.value.len() <= MAX_ATTRIBUTE_BYTES
                 && !(a.name.local == local_name!("src")
                     && a.value.trim_start().starts_with("data:"))

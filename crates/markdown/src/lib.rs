@@ -5,20 +5,26 @@
 //! 1. [`decode_body`] undoes gzip, deflate, br or zstd with the decoded size capped
 //!    ([`Limits::max_bytes`]), and [`to_utf8`] decodes the charset the page declares.
 //! 2. html5ever tokenizes the page once; a filter between its tokenizer and its tree builder
-//!    (linear whatever the page's shape) drops scripts, styles, navigation, the page's header
+//!    (linear whatever the page's shape) drops scripts, styles, navigation, decorative images
+//!    (`alt=""`), the page's header
 //!    and footer, form controls and comments, keeps only the attributes the conversion reads,
 //!    flattens nesting past [`Limits::max_depth`], refuses pages with more than
 //!    [`Limits::max_elements`] elements, and gives the tree builder each run of text as one
 //!    token (the tokenizer cuts it at every character reference).
-//! 3. The tree builder builds the tree (no recursion); one iterative walk collects the title,
+//! 3. The tree builder builds the tree (no recursion); one pass drops navigation that nothing
+//!    marks but its shape (blocks of links outside the content, language bars, breadcrumbs;
+//!    see `navigation.rs`); one iterative walk collects the title,
 //!    description, Open Graph image, `<base href>` and JSON-LD, makes links and images
-//!    absolute against `<base href>` or the request URL, and replaces `<div>`s that only wrap
+//!    absolute against `<base href>` or the request URL (or, as [`LinkForm::RootRelative`] asks,
+//!    root-relative when on the page's own origin), turns no-break spaces outside code into
+//!    plain ones, and replaces `<div>`s that only wrap
 //!    blocks by those blocks (the same Markdown, fewer copies in htmd), and makes htmd's joins of
 //!    neighbouring inline elements in one pass (htmd's own are quadratic). A tree deeper than
 //!    [`MAX_TREE_DEPTH`] is refused, so the converter's recursion has a bounded stack.
-//! 4. htmd (turndown's rules) writes the Markdown; we add YAML frontmatter (`title`,
-//!    `description`, `image`, each a YAML-safe scalar) and the JSON-LD as one fenced `json`
-//!    block.
+//! 4. htmd (turndown's rules) writes the Markdown, tables by a handler of ours (GFM's `\|` for
+//!    a `|` in a cell, no padding); we add YAML frontmatter (`title`, `description`, `image`,
+//!    and `url` when links are root-relative, each a YAML-safe scalar) and the JSON-LD as one
+//!    fenced `json` block.
 //!
 //! Any [`Error`] means the caller sends the original HTML unchanged.
 //!
@@ -38,6 +44,8 @@
 mod decode;
 mod dom;
 mod filter;
+mod navigation;
+mod table;
 
 use std::fmt::Write as _;
 
@@ -163,10 +171,49 @@ pub const WORKING_BYTES_PER_BYTE: usize = 8;
 /// See [`working_bytes`].
 pub const WORKING_BYTES_PER_TAG: usize = 600;
 
+/// How the Markdown writes the targets of links and images.
+///
+/// Either way a relative reference in the page is first resolved against `<base href>` or the
+/// page URL, so the target is the one a browser would follow.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LinkForm {
+    /// Every target as an absolute URL (`https://example.com/docs/a.html`): what the edge sends,
+    /// readable without knowing where the page came from.
+    #[default]
+    Absolute,
+    /// Targets on the page's own origin (same scheme, host and port as the page URL) as
+    /// root-relative references (`/docs/a.html`), targets elsewhere absolute; the page URL is
+    /// then in the frontmatter as `url`. The same targets for fewer tokens: a site's own links
+    /// are most of a documentation page's links, and their `https://host` is a tenth of its
+    /// tokens on the Apache and Python manuals.
+    ///
+    /// An agent resolves them right by RFC 3986 reference resolution (section 5.2): a reference
+    /// that starts with one `/` keeps the base URI's scheme and authority and takes its own path,
+    /// query and fragment, whatever the base URI's path. The base URI is the URL the Markdown
+    /// was retrieved from (section 5.1.3), which is the page URL, and the frontmatter's `url`
+    /// says it again for a reader that was handed the Markdown without it. A target whose path
+    /// starts with `//` would read as a network-path reference (a host name), so it stays
+    /// absolute; so does every target when there is no page URL.
+    RootRelative,
+}
+
 /// Decodes and converts an origin body; `url` is the request URL that relative links resolve
 /// against (with `<base href>` applied on top).
 pub fn convert(source: &Source<'_>, url: Option<&str>, limits: &Limits) -> Result<String, Error> {
     convert_within(source, url, limits, |_| Some(()))
+}
+
+/// [`convert`] with the links written as `links` says.
+pub fn convert_with(
+    source: &Source<'_>,
+    url: Option<&str>,
+    limits: &Limits,
+    links: LinkForm,
+) -> Result<String, Error> {
+    let decoded = decode_body(source.body, source.content_encoding, limits.max_bytes)?;
+    let text = to_utf8(&decoded, source.content_type);
+    let base = url.and_then(|u| Url::parse(u).ok());
+    convert_html_with(&text, base.as_ref(), limits, links)
 }
 
 /// [`convert`] within a memory budget: once the page is decoded, `reserve` is given its
@@ -187,11 +234,22 @@ pub fn convert_within<R>(
 
 /// Converts UTF-8 HTML (already decoded) to the Markdown the edge sends.
 pub fn convert_html(html: &str, url: Option<&Url>, limits: &Limits) -> Result<String, Error> {
+    convert_html_with(html, url, limits, LinkForm::Absolute)
+}
+
+/// [`convert_html`] with the links written as `links` says.
+pub fn convert_html_with(
+    html: &str,
+    url: Option<&Url>,
+    limits: &Limits,
+    links: LinkForm,
+) -> Result<String, Error> {
     if html.len() > limits.max_bytes {
         return Err(Error::TooLarge);
     }
     let dom = filter::parse(html, limits)?;
-    let meta = dom::walk(&dom.document, url)?;
+    dom::remove_all(&navigation::find(&dom.document));
+    let meta = dom::walk_with(&dom.document, url, links)?;
     let body = CONVERTER.with(|converter| converter.tree_to_markdown(&dom.document));
     // The tree is the largest thing held, and the line pass needs only the Markdown.
     drop(dom);
@@ -208,6 +266,7 @@ thread_local! {
             ..Options::default()
         })
         .skip_tags(vec!["head", "script", "style"])
+        .add_handler(vec!["table"], table::table_handler)
         .build();
 }
 
@@ -219,6 +278,7 @@ fn assemble(meta: &dom::Meta, body: &str) -> String {
         ("title", title),
         ("description", description),
         ("image", meta.image.as_ref()),
+        ("url", meta.url.as_ref()),
     ];
     if fields.iter().any(|(_, v)| v.is_some()) {
         out.push_str("---\n");
@@ -464,6 +524,7 @@ pub fn step_times(html: &str, url: Option<&Url>, limits: &Limits) -> [std::time:
     let Ok(dom) = filter::parse(html, limits) else {
         return times;
     };
+    dom::remove_all(&navigation::find(&dom.document));
     let t2 = std::time::Instant::now();
     let _ = dom::walk(&dom.document, url);
     let t3 = std::time::Instant::now();

@@ -631,3 +631,439 @@ fn a_link_in_code_is_written_as_code_in_a_link() {
     // Inside a code block a link stays text; a code span with more than a link is left alone.
     assert!(out.contains("```\nc\n```"), "{out}");
 }
+
+fn md_with(html: &str, url: &str, links: LinkForm) -> String {
+    let url = Url::parse(url).unwrap();
+    convert_html_with(html, Some(&url), &Limits::default(), links).unwrap()
+}
+
+#[test]
+fn same_origin_links_are_root_relative_with_the_page_url_in_the_frontmatter() {
+    let html = r##"<title>T</title><p><a href="../b.html?x=1#s">up</a>
+        <a href="https://docs.example/c">same</a> <a href="http://docs.example/d">other scheme</a>
+        <a href="https://docs.example:8443/e">other port</a> <a href="//cdn.example/f">other host</a>
+        <a href="https://docs.example//g">double slash</a> <a href="mailto:a@docs.example">mail</a>
+        <a href="#top">here</a> <img src="/i.png" alt="pic"></p>"##;
+    let out = md_with(
+        html,
+        "https://docs.example/a/p.html",
+        LinkForm::RootRelative,
+    );
+    let (yaml, _) = frontmatter(&out);
+    assert_eq!(
+        yaml["url"].as_str(),
+        Some("https://docs.example/a/p.html"),
+        "{out}"
+    );
+    assert_eq!(
+        links(&out),
+        [
+            "/b.html?x=1#s",
+            "/c",
+            "http://docs.example/d",
+            "https://docs.example:8443/e",
+            "https://cdn.example/f",
+            "https://docs.example//g",
+            "mailto:a@docs.example",
+            "/i.png"
+        ],
+        "{out}"
+    );
+    // The edge's form is unchanged, and has no `url` in its frontmatter.
+    let absolute = md(html, "https://docs.example/a/p.html");
+    assert!(!absolute.contains("url:"), "{absolute}");
+    assert!(links(&absolute).contains(&"https://docs.example/b.html?x=1#s".to_string()));
+    // Nothing shortened, no `url`; no page URL, nothing shortened.
+    let out = md_with(
+        r#"<title>T</title><a href="https://elsewhere.example/">x</a>"#,
+        "https://docs.example/",
+        LinkForm::RootRelative,
+    );
+    assert_eq!(
+        out,
+        "---\ntitle: \"T\"\n---\n\n[x](https://elsewhere.example/)\n"
+    );
+    let out = convert_html_with(
+        r#"<a href="https://docs.example/a">x</a>"#,
+        None,
+        &Limits::default(),
+        LinkForm::RootRelative,
+    )
+    .unwrap();
+    assert_eq!(out, "[x](https://docs.example/a)\n");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// A root-relative target, resolved against the page URL as RFC 3986 says (the `url`
+    /// crate's `join`), is the absolute target the edge's form writes.
+    #[test]
+    fn root_relative_links_resolve_to_the_absolute_ones(
+        hrefs in proptest::collection::vec(
+            proptest::collection::vec(
+                prop_oneof![
+                    Just("a"), Just("../"), Just("/"), Just("//"), Just("b/"), Just("?q=1"),
+                    Just("#f"), Just("https://docs.example"), Just("http://docs.example"),
+                    Just("https://docs.example:8443"), Just("https://other.example"),
+                    Just("%20"), Just(" "), Just("("), Just(")"), Just("x y"), Just("."),
+                    Just("mailto:"), Just("&amp;"), Just(":"), Just("@"),
+                ],
+                1..6,
+            ).prop_map(|parts| parts.concat()),
+            1..6,
+        ),
+        base in prop_oneof![Just(""), Just("<base href=\"/z/\">"), Just("<base href=\"https://other.example/\">")],
+    ) {
+        let page = "https://docs.example/a/b/p.html";
+        let mut html = format!("{base}<p>");
+        for (i, href) in hrefs.iter().enumerate() {
+            html.push_str(&format!("<a href=\"{href}\">l{i}</a> "));
+        }
+        let absolute = links(&md_with(&html, page, LinkForm::Absolute));
+        let relative = links(&md_with(&html, page, LinkForm::RootRelative));
+        prop_assert_eq!(absolute.len(), relative.len());
+        let page = Url::parse(page).unwrap();
+        for (a, r) in absolute.iter().zip(&relative) {
+            if a == r {
+                // Absolute already, or a target that does not resolve and stays as written.
+                continue;
+            }
+            let resolved = page.join(r).map(String::from);
+            prop_assert_eq!(resolved.as_deref(), Ok(a.as_str()), "{} {} in {}", a, r, html);
+            if r.starts_with('/') {
+                prop_assert!(!r.starts_with("//"));
+                prop_assert_eq!(Url::parse(a).unwrap().origin(), page.origin());
+            }
+        }
+    }
+}
+
+#[test]
+fn no_break_spaces_are_plain_spaces_outside_code() {
+    let html = "<p>Module&nbsp;Identifier:\u{a0}x <b>&nbsp;bold</b> <img src=\"/i.png\" alt=\"a&nbsp;b\">\
+        <code>a&nbsp;b</code></p><pre>c&nbsp;d</pre><table><tr><th>h&nbsp;1</th></tr>\
+        <tr><td>&nbsp;</td></tr></table>";
+    let out = md(html, "https://e.example/");
+    assert_eq!(
+        out,
+        "Module Identifier: x **bold** ![a b](https://e.example/i.png)`a\u{a0}b`\n\n\
+         ```\nc\u{a0}d\n```\n\n| h 1 |\n| --- |\n| |\n",
+        "{out}"
+    );
+}
+
+/// Every piece of the Markdown a reader takes for text (not code) and every link target.
+fn text_outside_code(md: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_code_block = false;
+    for event in Parser::new_ext(md, CmOptions::ENABLE_TABLES) {
+        match event {
+            Event::Start(Tag::CodeBlock(_)) => in_code_block = true,
+            Event::End(TagEnd::CodeBlock) => in_code_block = false,
+            Event::Code(_) => {}
+            Event::Text(t) | Event::Html(t) | Event::InlineHtml(t) if !in_code_block => {
+                out.push(t.to_string())
+            }
+            Event::Start(Tag::Link {
+                dest_url, title, ..
+            })
+            | Event::Start(Tag::Image {
+                dest_url, title, ..
+            }) => {
+                out.push(dest_url.to_string());
+                out.push(title.to_string());
+            }
+            _ => {}
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Whatever the text and markup around it, a no-break space reaches the Markdown only
+    /// inside code.
+    #[test]
+    fn no_break_spaces_only_in_code(
+        blocks in proptest::collection::vec(
+            (
+                prop_oneof![
+                    Just(("<p>", "</p>")), Just(("<h2>", "</h2>")), Just(("<ul><li>", "</ul>")),
+                    Just(("<table><tr><th>", "</table>")), Just(("<blockquote>", "</blockquote>")),
+                    Just(("", "")),
+                ],
+                proptest::collection::vec(
+                    prop_oneof![
+                        Just("&nbsp;".to_string()), Just("\u{a0}".to_string()),
+                        Just("&#160;".to_string()), "<b>[a-z \u{a0}]{0,6}</b>",
+                        "<em>[a-z \u{a0}]{0,6}</em>", "<a href=\"/x\">[a-z \u{a0}]{0,6}</a>",
+                        Just("<td>".to_string()),
+                        Just("<br>".to_string()),
+                        Just("<img alt=\"a&nbsp;b\" src=\"/i\">".to_string()),
+                        // Not empty: htmd writes an empty `<code>` as two backticks, which
+                        // open a code span the reader closes somewhere else.
+                        "<code>[a-z][a-z \u{a0}]{0,6}</code>", "[a-z \u{a0}]{0,8}",
+                    ],
+                    0..12,
+                ),
+            ),
+            0..6,
+        ),
+        // Code blocks stand between the other blocks: a `<pre>` inside a heading or an
+        // emphasis is written by htmd as a fence that a reader does not take for one.
+        pres in proptest::collection::vec("<pre>[a-z \u{a0}\n]{0,8}</pre>", 0..6),
+    ) {
+        let mut parts = Vec::new();
+        for (i, ((open, close), inline)) in blocks.iter().enumerate() {
+            parts.push(open.to_string());
+            parts.extend(inline.iter().cloned());
+            parts.push(close.to_string());
+            parts.extend(pres.get(i).cloned());
+        }
+        let html = parts.concat();
+        let out = md(&html, "https://e.example/");
+        for text in text_outside_code(&out) {
+            prop_assert!(!text.contains('\u{a0}'), "{:?} in {:?} from {:?}", text, out, html);
+        }
+    }
+}
+
+#[test]
+fn pipes_in_table_cells_are_escaped_for_gfm_even_in_code() {
+    let html = r#"<table><tr><th>Syntax:</th><td><code>KeepAlive On|Off</code></td></tr>
+        <tr><th>a|b</th><td>c\|d <code>e\|f</code></td></tr>
+        <caption>Caption</caption></table>"#;
+    let out = md(html, "https://e.example/");
+    assert!(!out.contains("&#124;"), "{out}");
+    assert_eq!(
+        out,
+        "Caption\n\n| Syntax: | `KeepAlive On\\|Off` |\n| --- | --- |\n| a\\|b | c\\\\\\|d `e\\\\|f` |\n",
+        "{out}"
+    );
+    assert_eq!(
+        table_cells(&out),
+        [
+            vec!["Syntax:", "KeepAlive On|Off"],
+            vec!["a|b", "c\\|d e\\|f"]
+        ]
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(512))]
+
+    /// Whatever text or code a cell holds (pipes, backslashes, backticks, Markdown's other
+    /// punctuation), a GFM reader reads the cell back as that text.
+    #[test]
+    fn table_cells_read_back_as_their_text(
+        rows in proptest::collection::vec(
+            proptest::collection::vec(
+                (any::<bool>(), r"[a-z|\\`*_\[\]<>#&!-]{1,10}"),
+                1..4,
+            ),
+            1..4,
+        ),
+    ) {
+        let mut html = String::from("<table>");
+        let mut want = Vec::new();
+        for (r, cells) in rows.iter().enumerate() {
+            html.push_str("<tr>");
+            let mut row = Vec::new();
+            for (code, text) in cells {
+                let tag = if r == 0 { "th" } else { "td" };
+                let escaped = text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;");
+                // A code span can hold any text but a backtick run of its own fence's length;
+                // htmd picks the fence.
+                if *code {
+                    html.push_str(&format!("<{tag}><code>{escaped}</code></{tag}>"));
+                } else {
+                    html.push_str(&format!("<{tag}>{escaped}</{tag}>"));
+                }
+                row.push(text.clone());
+            }
+            html.push_str("</tr>");
+            want.push(row);
+        }
+        html.push_str("</table>");
+        let out = md(&html, "https://e.example/");
+        prop_assert!(!out.contains("&#124;"), "{}", out);
+        let columns = want.iter().map(Vec::len).max().unwrap_or(0);
+        // Rows shorter than the widest are filled with empty cells.
+        let read = table_cells(&out);
+        for (r, row) in want.iter().enumerate() {
+            let got = &read[r];
+            prop_assert_eq!(got.len(), columns, "{:?}\n{}", html, out);
+            for (c, text) in row.iter().enumerate() {
+                prop_assert_eq!(&got[c], text, "{:?}\n{}", html, out);
+            }
+        }
+    }
+}
+
+/// The Apache manual's page shape: its menu, breadcrumbs and language bars are in `<div>`s
+/// and `<p>`s that say nothing of navigation.
+#[test]
+fn unmarked_navigation_goes_by_its_shape_and_the_content_stays() {
+    let html = r##"<body><div id="page-header">
+        <p class="menu"><a href="/mod/">Modules</a> | <a href="/glossary.html">Glossary</a></p>
+        <p class="apache">Apache HTTP Server Version 2.4</p><img alt="" src="/feather.png"></div>
+        <div class="up"><a href="./"><img alt="&lt;-" src="/left.gif"></a></div>
+        <div id="path"><a href="https://www.apache.org/">Apache</a> &gt; <a href="/docs/">Docs</a></div>
+        <div id="page-content"><div id="preamble"><h1>Module mod_alias</h1>
+        <div class="toplang"><p><span>Available Languages: </span>
+        <a href="/en/a.html" title="English">&nbsp;en&nbsp;</a> |
+        <a href="/fr/a.html" hreflang="fr" rel="alternate">&nbsp;fr&nbsp;</a> |
+        <a href="/ja/a.html" hreflang="ja" rel="alternate">&nbsp;ja&nbsp;</a></p></div>
+        <table class="module"><tr><th>Status:</th><td>Base</td></tr></table>
+        <p>Maps <a href="/urls.html">URLs</a> to files.</p>
+        <ul id="toc"><li><img alt="" src="/down.gif"> <a href="#alias">Alias</a></li></ul>
+        <h3>See also</h3><ul class="seealso"><li><a href="/rewrite.html">mod_rewrite</a></li></ul>
+        <pre>Alias "/image" "/ftp/pub/image"</pre>
+        <div class="top"><a href="#page-header"><img alt="top" src="/up.gif"></a></div>
+        </div></div>
+        <div class="bottomlang"><p><span>Available Languages: </span>
+        <a href="/en/a.html">en</a> | <a href="/fr/a.html" hreflang="fr">fr</a> |
+        <a href="/ja/a.html" hreflang="ja">ja</a></p></div></body>"##;
+    let out = md(html, "https://httpd.example/mod/a.html");
+    assert_eq!(
+        out,
+        "Apache HTTP Server Version 2.4\n\n# Module mod\\_alias\n\n\
+         | Status: | Base |\n| --- | --- |\n\n\
+         Maps [URLs](https://httpd.example/urls.html) to files.\n\n- Alias\n\n\
+         ### See also\n\n- [mod\\_rewrite](https://httpd.example/rewrite.html)\n\n\
+         ```\nAlias \"/image\" \"/ftp/pub/image\"\n```\n",
+        "{out}"
+    );
+}
+
+#[test]
+fn link_lists_go_only_outside_marked_content_or_above_the_title() {
+    // With `<main>`: the sidebar and the footer's columns of links go; inside, a list of
+    // links (a table of contents of other pages) stays, and so does a paragraph outside.
+    let html = r#"<body><div class="sidebar"><ul><li><a href="/a">A</a></li><li><a href="/b">B</a></li></ul></div>
+        <main><h1>Guide</h1><ul><li><a href="/c">Chapter one</a></li><li><a href="/d">Chapter two</a></li></ul></main>
+        <div>Written by the team, see <a href="/about">about us</a> for more.</div>
+        <div class="cols"><p><a href="/x">X</a> · <a href="/y">Y</a></p></div></body>"#;
+    let out = md(html, "https://e.example/");
+    assert_eq!(
+        out,
+        "# Guide\n\n- [Chapter one](https://e.example/c)\n- [Chapter two](https://e.example/d)\n\n\
+         Written by the team, see [about us](https://e.example/about) for more.\n",
+        "{out}"
+    );
+    // `role="main"` marks the content as `<main>` does.
+    let html = r#"<div><a href="/a">A</a> <a href="/b">B</a></div><div role="main"><p>Body
+        <a href="/c">c</a></p><p><a href="/d">D</a> | <a href="/e">E</a></p></div>"#;
+    let out = md(html, "https://e.example/");
+    assert_eq!(
+        out,
+        "Body [c](https://e.example/c)\n\n[D](https://e.example/d) | [E](https://e.example/e)\n",
+        "{out}"
+    );
+    // An index page, all links after its title, keeps them all; without a title and without
+    // marked content, nothing is dropped by place.
+    let index = r#"<h1>Index</h1><ul><li><a href="/a">a</a></li><li><a href="/b">b</a></li></ul>
+        <p><a href="/c">c</a> | <a href="/d">d</a></p>"#;
+    assert_eq!(
+        links(&md(index, "https://e.example/")).len(),
+        4,
+        "{}",
+        md(index, "https://e.example/")
+    );
+    let untitled = r#"<p><a href="/a">a</a> | <a href="/b">b</a></p><h2>Part</h2><p>Text</p>"#;
+    assert_eq!(links(&md(untitled, "https://e.example/")).len(), 2);
+    // A layout table's menu column, before the title.
+    let layout = r#"<table><tr><td><a href="/">Home</a><br><a href="/docs">Docs</a></td>
+        <td><h1>Title</h1><p>Text of the page.</p></td></tr></table>"#;
+    assert_eq!(
+        md(layout, "https://e.example/"),
+        "# Title\n\nText of the page.\n"
+    );
+}
+
+#[test]
+fn breadcrumbs_go_outside_content_but_arrows_in_a_sentence_stay() {
+    let html = r#"<h1>Title</h1><p>Choose <a href="/m">Menu</a> &gt; <a href="/s">Save</a> to keep it.</p>
+        <div><a href="/">Home</a> &raquo; <a href="/docs/">Docs</a> &raquo; <a href="/docs/x">X</a></div>
+        <p>End.</p>"#;
+    let out = md(html, "https://e.example/");
+    assert_eq!(
+        out,
+        "# Title\n\nChoose [Menu](https://e.example/m) > [Save](https://e.example/s) to keep it.\n\nEnd.\n",
+        "{out}"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Blocks of navigation's shape anywhere on a page, with or without `<main>` and a title:
+    /// every paragraph, list item with words, table cell, heading and code block stays, and
+    /// so does every link inside `<main>` but a language bar's.
+    #[test]
+    fn navigation_by_shape_never_takes_content(
+        blocks in proptest::collection::vec(0u8..9, 1..14),
+        main_at in proptest::option::of(0usize..14),
+        h1_at in proptest::option::of(0usize..14),
+    ) {
+        let mut html = String::new();
+        let mut kept = Vec::new();
+        let mut in_main = false;
+        let (main_start, main_end) = main_at.map_or((usize::MAX, usize::MAX), |m| (m, m + 4));
+        for (i, kind) in blocks.iter().enumerate() {
+            if i == main_start {
+                html.push_str("<main>");
+                in_main = true;
+            }
+            if h1_at == Some(i) {
+                html.push_str(&format!("<h1>title{i}</h1>"));
+                kept.push(format!("title{i}"));
+            }
+            let w = format!("w{i}");
+            match kind {
+                0 => {
+                    html.push_str(&format!("<p>{w}a {w}b <a href=\"/{w}\">{w}c</a> {w}d</p>"));
+                    kept.extend([format!("{w}a"), format!("{w}c"), format!("/{w}")]);
+                }
+                1 => {
+                    html.push_str(&format!("<ul><li>{w}a {w}b {w}e</li><li><a href=\"/{w}\">{w}c</a></li></ul>"));
+                    kept.extend([format!("{w}a"), format!("{w}e")]);
+                }
+                2 => {
+                    html.push_str(&format!("<table><tr><th>{w}h</th></tr><tr><td><a href=\"/{w}\">{w}a</a></td></tr></table>"));
+                    kept.extend([format!("{w}h")]);
+                }
+                3 => {
+                    html.push_str(&format!("<pre>{w}code</pre>"));
+                    kept.push(format!("{w}code"));
+                }
+                4 => {
+                    html.push_str(&format!("<h2>{w}head</h2>"));
+                    kept.push(format!("{w}head"));
+                }
+                // Link lists: a menu, a breadcrumb trail, a language bar, a list of links.
+                5 => html.push_str(&format!("<p><a href=\"/{w}x\">{w}x</a> | <a href=\"/{w}y\">{w}y</a></p>")),
+                6 => html.push_str(&format!("<div><a href=\"/\">{w}h</a> &gt; <a href=\"/{w}\">{w}p</a></div>")),
+                7 => html.push_str(&format!("<div>Languages: <a href=\"/en/{w}\">en</a> <a hreflang=\"fr\" href=\"/fr/{w}\">fr</a> <a hreflang=\"de\" href=\"/de/{w}\">de</a></div>")),
+                _ => html.push_str(&format!("<ul><li><a href=\"/{w}x\">{w}x</a></li><li><a href=\"/{w}y\">{w}y</a></li></ul>")),
+            }
+            match kind {
+                5 | 8 if in_main => kept.extend([format!("{w}x"), format!("/{w}y")]),
+                6 if in_main => kept.extend([format!("{w}p"), format!("/{w}")]),
+                _ => {}
+            }
+            if i + 1 == main_end || (in_main && i + 1 == blocks.len()) {
+                html.push_str("</main>");
+                in_main = false;
+            }
+        }
+        let out = md(&html, "https://e.example/");
+        for word in &kept {
+            // The word, or the link target, is somewhere in the Markdown.
+            prop_assert!(out.contains(word.as_str()) || out.contains(&format!("e.example{word}")),
+                "{} lost from {}\n{}", word, html, out);
+        }
+    }
+}
