@@ -65,15 +65,55 @@ impl ZoneMetrics {
     }
 }
 
+/// What happens to client connections: events that cut or refuse them, and the counts the
+/// per-client caps keep.
+struct ConnectionMetrics {
+    events: Family<EventLabel, Counter>,
+    /// Client connections open now (`max_per_client`).
+    open: Gauge<i64, std::sync::atomic::AtomicI64>,
+    /// Requests on their way to origins now (`max_in_flight_per_client`).
+    requests_in_flight: Gauge<i64, std::sync::atomic::AtomicI64>,
+}
+
+impl ConnectionMetrics {
+    fn register(registry: &mut Registry) -> ConnectionMetrics {
+        let events = Family::<EventLabel, Counter>::default();
+        registry.register(
+            "connection_events",
+            "Clients cut or refused at the connection level: idle_timeout, header_timeout, \
+             body_timeout, malformed, too_many_connections, tls_handshake_timeout, \
+             tls_handshake_failed, send_timeout, request_cancelled, h2_stream_error, too_many_in_flight, \
+             h2_premature_resets, h2_control_flood, h2_request_budget",
+            events.clone(),
+        );
+        let open = Gauge::default();
+        registry.register(
+            "client_connections",
+            "Client connections open now, as the per-client cap counts them",
+            open.clone(),
+        );
+        let requests_in_flight = Gauge::default();
+        registry.register(
+            "client_requests_in_flight",
+            "Requests on their way to origins now, as max_in_flight_per_client counts them \
+             (including those a client cancelled, held while the origin may still work on them)",
+            requests_in_flight.clone(),
+        );
+        ConnectionMetrics {
+            events,
+            open,
+            requests_in_flight,
+        }
+    }
+}
+
 /// Every metric the edge exports, registered once at start-up.
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     upstream_latency: Family<ZoneLabel, Histogram>,
     reloads: Family<OutcomeLabel, Counter>,
-    connection_events: Family<EventLabel, Counter>,
-    client_connections: Gauge<i64, std::sync::atomic::AtomicI64>,
-    client_requests_in_flight: Gauge<i64, std::sync::atomic::AtomicI64>,
+    connections: ConnectionMetrics,
     rate_limit_keys: Gauge<i64, std::sync::atomic::AtomicI64>,
     rate_limit_evicted: Gauge<u64, AtomicU64>,
     rate_limit_sketched: Gauge<u64, AtomicU64>,
@@ -111,28 +151,7 @@ impl Metrics {
             "Policy reloads by outcome (ok, rejected)",
             reloads.clone(),
         );
-        let connection_events = Family::<EventLabel, Counter>::default();
-        registry.register(
-            "connection_events",
-            "Clients cut or refused at the connection level: idle_timeout, header_timeout, \
-             body_timeout, malformed, too_many_connections, tls_handshake_timeout, \
-             tls_handshake_failed, send_timeout, request_cancelled, h2_stream_error, too_many_in_flight, \
-             h2_premature_resets, h2_control_flood, h2_request_budget",
-            connection_events.clone(),
-        );
-        let client_connections = Gauge::default();
-        registry.register(
-            "client_connections",
-            "Client connections open now, as the per-client cap counts them",
-            client_connections.clone(),
-        );
-        let client_requests_in_flight = Gauge::default();
-        registry.register(
-            "client_requests_in_flight",
-            "Requests on their way to origins now, as max_in_flight_per_client counts them \
-             (including those a client cancelled, held while the origin may still work on them)",
-            client_requests_in_flight.clone(),
-        );
+        let connections = ConnectionMetrics::register(&mut registry);
         let rate_limit_keys = Gauge::default();
         registry.register(
             "rate_limit_keys",
@@ -190,9 +209,7 @@ impl Metrics {
             requests,
             upstream_latency,
             reloads,
-            connection_events,
-            client_connections,
-            client_requests_in_flight,
+            connections,
             rate_limit_keys,
             rate_limit_evicted,
             rate_limit_sketched,
@@ -276,19 +293,20 @@ impl Metrics {
     /// Counts one connection-level event; `event` is one of a fixed set of names, so the family
     /// stays bounded.
     pub fn observe_connection_event(&self, event: &'static str) {
-        self.connection_events
+        self.connections
+            .events
             .get_or_create(&EventLabel { event })
             .inc();
     }
 
     /// The gauge of open client connections, which the connection cap keeps.
     pub fn client_connections(&self) -> Gauge<i64, std::sync::atomic::AtomicI64> {
-        self.client_connections.clone()
+        self.connections.open.clone()
     }
 
     /// The gauge of requests in flight to origins, which the in-flight cap keeps.
     pub fn client_requests_in_flight(&self) -> Gauge<i64, std::sync::atomic::AtomicI64> {
-        self.client_requests_in_flight.clone()
+        self.connections.requests_in_flight.clone()
     }
 
     pub fn observe_policy_loaded(&self) {
