@@ -32,7 +32,7 @@ use async_trait::async_trait;
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
 use pingora::proxy::FailToProxy;
-use signpost_policy::{Origin, RequestFacts, Verdict};
+use signpost_policy::{MarkdownConfig, Origin, RequestFacts, Verdict};
 use signpost_problem::{CatalogEntry, Code};
 
 use crate::answer::Answer;
@@ -191,7 +191,12 @@ impl ProxyHttp for Edge {
             Box::pin(self.answer(session, ctx, refusal.entry, refusal.retry_after)).await?;
             return Ok(true);
         }
-        Box::pin(self.serve_markdown(session, ctx)).await
+        match self.markdown_wanted(session, ctx) {
+            // Boxed only when used: the conversion's future is large, and building it for every
+            // proxied request would copy it for nothing.
+            Some(config) => Box::pin(self.serve_markdown(session, ctx, config)).await,
+            None => Ok(false),
+        }
     }
 
     /// Counts the request body as it streams to the origin: over the zone's limit is 413, a body
@@ -510,29 +515,33 @@ impl Edge {
         }
     }
 
-    /// Step 7: a request that negotiates Markdown on a zone that converts is forwarded and
-    /// converted by `markdown::fetch_and_convert` (the why is in markdown.rs), through the same
-    /// way to the origin as every proxied request; `Ok(false)` sends every other request down
-    /// Pingora's proxy path.
-    async fn serve_markdown(&self, session: &mut Session, ctx: &mut RequestCtx) -> Result<bool> {
-        use crate::markdown::{self, Failure, Outcome};
-        let Some(config) = ctx
-            .zone()
-            .filter(|z| z.markdown.enabled)
-            .map(|z| z.markdown.clone())
-        else {
-            return Ok(false);
-        };
+    /// Step 7, first half: whether the request negotiates Markdown on a zone that converts, and
+    /// can have it (else it is counted as skipped); the zone's conversion settings when it does.
+    fn markdown_wanted(&self, session: &Session, ctx: &mut RequestCtx) -> Option<MarkdownConfig> {
+        use crate::markdown::{self, Outcome};
+        let config = ctx.zone().filter(|z| z.markdown.enabled)?;
         let accept = crate::facts::accept(session);
-        match markdown::wanted(session.req_header(), accept.as_deref()) {
-            None => return Ok(false),
-            Some(false) => {
+        match markdown::wanted(session.req_header(), accept.as_deref())? {
+            true => Some(config.markdown.clone()),
+            false => {
                 ctx.markdown = Some(Outcome::Skipped);
                 self.metrics.markdown.outcome(Outcome::Skipped);
-                return Ok(false);
+                None
             }
-            Some(true) => {}
         }
+    }
+
+    /// Step 7: a request that negotiates Markdown on a zone that converts is forwarded and
+    /// converted by `markdown::fetch_and_convert` (the why is in markdown.rs), through the same
+    /// way to the origin as every proxied request. Every other request goes down Pingora's proxy
+    /// path.
+    async fn serve_markdown(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        config: MarkdownConfig,
+    ) -> Result<bool> {
+        use crate::markdown::{self, Failure, Outcome};
         let forwarded = async {
             let peer = self.peer(ctx).await.map_err(Failure::Origin)?;
             let mut request =
