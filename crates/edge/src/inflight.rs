@@ -8,12 +8,15 @@
 //! requests and resets them at once would be counted near zero while the origin works on
 //! thousands.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+use std::collections::hash_map::RandomState;
+use std::hash::BuildHasher;
 use std::net::IpAddr;
 use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use hashbrown::HashTable;
 use prometheus_client::metrics::gauge::Gauge;
 
 /// The longest a cancelled request keeps its place: its zone's `read_timeout` (the longest the
@@ -36,9 +39,12 @@ impl Entry {
     }
 }
 
+/// The clients' entries, hashed with std's keyed SipHash (the keys are addresses an attacker
+/// chooses), each key's hash computed once per request: a [`Slot`] keeps it for its drop.
 #[derive(Default)]
 struct Table {
-    clients: HashMap<IpAddr, Entry>,
+    clients: HashTable<(IpAddr, Entry)>,
+    hasher: RandomState,
     last_sweep: Option<Instant>,
 }
 
@@ -60,14 +66,15 @@ impl InFlight {
 
     /// Counts a request of `key` on its way to an origin, unless the client already has `max`.
     pub fn try_start(self: &Arc<Self>, key: IpAddr, max: u32, now: Instant) -> Option<Slot> {
-        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        let table = &mut *guard;
         if table
             .last_sweep
             .is_none_or(|t| now.saturating_duration_since(t) >= SWEEP_EVERY)
         {
             table.last_sweep = Some(now);
             let mut released = 0;
-            table.clients.retain(|_, entry| {
+            table.clients.retain(|(_, entry)| {
                 let before = entry.held.len();
                 entry.held.retain(|until| *until > now);
                 released += before - entry.held.len();
@@ -75,7 +82,13 @@ impl InFlight {
             });
             self.gauge.dec_by(released as i64);
         }
-        let entry = table.clients.entry(key).or_default();
+        let hasher = &table.hasher;
+        let hash = hasher.hash_one(key);
+        let (_, entry) = table
+            .clients
+            .entry(hash, |(k, _)| *k == key, |(k, _)| hasher.hash_one(k))
+            .or_insert_with(|| (key, Entry::default()))
+            .into_mut();
         if entry.count() >= max as usize {
             let before = entry.held.len();
             entry.held.retain(|until| *until > now);
@@ -89,6 +102,7 @@ impl InFlight {
         Some(Slot {
             table: self.clone(),
             key,
+            hash,
             hold_until: None,
         })
     }
@@ -97,7 +111,11 @@ impl InFlight {
     #[cfg(test)]
     fn count(&self, key: IpAddr) -> usize {
         let table = self.table.lock().unwrap();
-        table.clients.get(&key).map_or(0, Entry::count)
+        let hash = table.hasher.hash_one(key);
+        table
+            .clients
+            .find(hash, |(k, _)| *k == key)
+            .map_or(0, |(_, entry)| entry.count())
     }
 }
 
@@ -105,6 +123,8 @@ impl InFlight {
 pub struct Slot {
     table: Arc<InFlight>,
     key: IpAddr,
+    /// `key`'s hash in the table.
+    hash: u64,
     hold_until: Option<Instant>,
 }
 
@@ -118,16 +138,18 @@ impl Slot {
 impl Drop for Slot {
     fn drop(&mut self) {
         let mut table = self.table.table.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(entry) = table.clients.get_mut(&self.key) else {
+        let key = self.key;
+        let Ok(mut found) = table.clients.find_entry(self.hash, |(k, _)| *k == key) else {
             return;
         };
+        let (_, entry) = found.get_mut();
         entry.active = entry.active.saturating_sub(1);
         match self.hold_until {
             Some(until) => entry.held.push_back(until),
             None => {
                 self.table.gauge.dec();
                 if entry.count() == 0 {
-                    table.clients.remove(&self.key);
+                    found.remove();
                 }
             }
         }
