@@ -45,7 +45,8 @@ impl Entry {
 struct Table {
     clients: HashTable<(IpAddr, Entry)>,
     hasher: RandomState,
-    last_sweep: Option<Instant>,
+    /// When the next sweep is due (an instant compared, not a duration computed, per request).
+    next_sweep: Option<Instant>,
 }
 
 /// Requests in flight per client key. An entry exists while a request of its client is in flight
@@ -68,11 +69,8 @@ impl InFlight {
     pub fn try_start(self: &Arc<Self>, key: IpAddr, max: u32, now: Instant) -> Option<Slot> {
         let mut guard = self.table.lock().unwrap_or_else(|e| e.into_inner());
         let table = &mut *guard;
-        if table
-            .last_sweep
-            .is_none_or(|t| now.saturating_duration_since(t) >= SWEEP_EVERY)
-        {
-            table.last_sweep = Some(now);
+        if table.next_sweep.is_none_or(|due| now >= due) {
+            table.next_sweep = Some(now + SWEEP_EVERY);
             let mut released = 0;
             table.clients.retain(|(_, entry)| {
                 let before = entry.held.len();

@@ -33,7 +33,7 @@ pub async fn peer(
     resolver: &OriginResolver,
     zone: &Zone,
     origin_override: Option<&Origin>,
-) -> Result<(HttpPeer, SocketAddr)> {
+) -> Result<(Box<HttpPeer>, SocketAddr)> {
     let origin = origin_override.unwrap_or(&zone.origin);
     let addr = match origin.ip {
         Some(ip) => SocketAddr::new(ip, origin.port),
@@ -49,7 +49,9 @@ pub async fn peer(
     } else {
         String::new()
     };
-    let mut peer = HttpPeer::new(addr, origin.tls, sni);
+    // Boxed at once: Pingora takes the peer boxed, and the struct is large enough that moving it
+    // between functions showed in the instructions per request.
+    let mut peer = Box::new(HttpPeer::new(addr, origin.tls, sni));
     peer.options.connection_timeout = Some(zone.connect_timeout);
     peer.options.read_timeout = Some(zone.read_timeout);
     peer.options.write_timeout = Some(zone.write_timeout);

@@ -241,7 +241,7 @@ impl ProxyHttp for Edge {
         _session: &mut Session,
         ctx: &mut Self::CTX,
     ) -> Result<Box<HttpPeer>> {
-        self.peer(ctx).await.map(Box::new)
+        self.peer(ctx).await
     }
 
     /// One origin per zone: there is nothing to fail over to, and retrying a connect that timed
@@ -614,7 +614,7 @@ impl Edge {
     }
 
     /// The zone's origin peer, recorded in the context for the access log and the metrics.
-    async fn peer(&self, ctx: &mut RequestCtx) -> Result<HttpPeer> {
+    async fn peer(&self, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
         ctx.proxying = true;
         let zone = ctx
             .zone()
