@@ -12,6 +12,7 @@ use crate::fleet::RedisConfig;
 use crate::host::{HostName, HostTable, ParsedHost};
 use crate::policy::{self, BrandingConfig, Connections, Listener, Zone, ZoneId};
 use crate::rules::{self, Rules, Trust};
+use crate::trace::{NoTrace, Recorder, Trace, TraceStep, Tracer};
 use crate::verdict::Verdict;
 
 /// A loaded policy: listeners, zones, branding and the compiled rules.
@@ -151,26 +152,68 @@ impl CompiledPolicy {
 
     /// Decides one request. `now` drives the rate limiters (inject it in tests).
     pub fn decide(&self, facts: &RequestFacts<'_>, now: Instant) -> Decision {
-        let mut decision = Decision {
+        let mut decision = self.undecided(facts);
+        // A phase that decides breaks out; the decision then holds its verdict.
+        let _ = self.phases(facts, now, &mut decision, &mut NoTrace);
+        decision
+    }
+
+    /// Decides one request as [`decide`](Self::decide) does, through the same phases, and
+    /// records every step: each rule considered, the field values it saw, whether it matched,
+    /// and where evaluation stopped. Changes nothing: rate limits are peeked at, not counted (the
+    /// decision says what `decide` would answer at `now` with the counters as they are), and
+    /// fleet rate limits are listed in [`Decision::fleet`] without asking Redis.
+    pub fn trace(&self, facts: &RequestFacts<'_>, now: Instant) -> Trace {
+        let mut decision = self.undecided(facts);
+        let mut recorder = Recorder::default();
+        let flow = self.phases(facts, now, &mut decision, &mut recorder);
+        recorder.finish(decision, flow.is_break())
+    }
+
+    fn undecided(&self, facts: &RequestFacts<'_>) -> Decision {
+        Decision {
             client_ip: self.rules.client_ip.resolve(facts.peer, facts.headers),
             zone: None,
             verdict: Verdict::Proxy,
             rule_id: None,
             logged: Vec::new(),
             fleet: Vec::new(),
-        };
-        // A phase that decides breaks out; the decision then holds its verdict.
-        let _ = self.phases(facts, now, &mut decision);
-        decision
+        }
     }
 
     /// The policy's phases, in the order they run; the first to refuse decides. An access
     /// `allow` vouches for the client, skipping the browser check and the custom rules; a custom
-    /// `allow` ends the phases. `docs/policy.md` draws the same list.
-    fn phases(&self, facts: &RequestFacts<'_>, now: Instant, d: &mut Decision) -> ControlFlow<()> {
+    /// `allow` ends the phases. `docs/policy.md` draws the same list, and [`PHASES`](crate::PHASES) names them.
+    ///
+    /// `t` observes: [`NoTrace`] for the ordinary decision (nothing is built for it), a
+    /// [`Recorder`] for a trace. Every `t.phase` call names one of [`PHASES`](crate::PHASES), in its order.
+    fn phases<T: Tracer>(
+        &self,
+        facts: &RequestFacts<'_>,
+        now: Instant,
+        d: &mut Decision,
+        t: &mut T,
+    ) -> ControlFlow<()> {
         let host = ParsedHost::new(facts.host);
+        t.phase(|| {
+            let step = TraceStep::phase(
+                "tls_sni",
+                "over TLS, the Host must name the server the handshake asked for (1013)",
+            );
+            match facts.sni {
+                Some(sni) => step.field("tls.sni", sni).field("host", host.shown),
+                None => TraceStep {
+                    description: "not TLS, or no SNI: nothing to compare".into(),
+                    ..step
+                },
+            }
+        });
         tls_host_matches_sni(facts.sni, &host, d)?; // 1013
-        let zone = self.route(&host, d)?; // 1001, 1003
+        t.phase(|| {
+            TraceStep::phase("host_routing", "the zone serving the Host (1003 for an IP no zone lists, 1001 for a name no zone serves)")
+                .field("http.host", host.normalized().into_owned())
+        });
+        let zone = self.route(&host, d, t)?; // 1001, 1003
         let r = &self.rules;
         let cx = Cx::with_host(
             facts,
@@ -179,25 +222,72 @@ impl CompiledPolicy {
             r.country_db.as_ref(),
             r.asn_db.as_ref(),
         );
-        let trust = r.access.check(&cx, d)?; // 1006, 1005, 1009
-        if let (Trust::Unknown, Some(browser)) = (trust, &r.browser) {
-            browser.check(&cx, d)?; // 1010
+        t.phase(|| r.access.phase_step(&cx));
+        let trust = r.access.check(&cx, d, t)?; // 1006, 1005, 1009
+        match (trust, &r.browser) {
+            (Trust::Unknown, Some(browser)) => {
+                t.phase(|| {
+                    TraceStep::phase(
+                        "browser_check",
+                        "an empty or listed User-Agent is refused (1010)",
+                    )
+                });
+                browser.check(&cx, d, t)?; // 1010
+            }
+            (Trust::Allowed, Some(_)) => t.phase(|| {
+                TraceStep::phase(
+                    "browser_check",
+                    "skipped: an access allow rule vouched for the client",
+                )
+            }),
+            (_, None) => t.phase(|| TraceStep::phase("browser_check", "not configured")),
         }
-        if let Some(hotlink) = &r.hotlink {
-            hotlink.check(&cx, r.zone_hosts.get(zone), d)?; // 1011
+        match &r.hotlink {
+            Some(hotlink) => {
+                t.phase(|| {
+                    TraceStep::phase(
+                        "hotlink",
+                        "a listed file type requested from a foreign page is refused (1011)",
+                    )
+                });
+                hotlink.check(&cx, r.zone_hosts.get(zone), d, t)?; // 1011
+            }
+            None => t.phase(|| TraceStep::phase("hotlink", "not configured")),
         }
-        r.legal.check(&cx, d)?; // 1026
+        t.phase(|| TraceStep::phase("legal_rules", "any match refuses (1026)"));
+        r.legal.check(&cx, d, t)?; // 1026
         if trust == Trust::Unknown {
-            r.custom.check(&cx, d)?; // 1020
+            t.phase(|| TraceStep::phase("custom_rules", "the first match in file order: block refuses (1020), allow ends the phases, log notes and goes on"));
+            r.custom.check(&cx, d, t)?; // 1020
+        } else {
+            t.phase(|| {
+                TraceStep::phase(
+                    "custom_rules",
+                    "skipped: an access allow rule vouched for the client",
+                )
+            });
         }
-        rules::check_rate_limits(&r.rate, &cx, now, d) // 1015
+        t.phase(|| TraceStep::phase("rate_limits", "every rule whose expression matches counts the request under its key; the first over its limit refuses (1015)"));
+        rules::check_rate_limits(&r.rate, &cx, now, d, t) // 1015
     }
 
     /// Host routing: the zone serving the Host; 1003 for an IP literal no zone lists, 1001 for
     /// a name no zone serves.
-    fn route(&self, host: &ParsedHost<'_>, d: &mut Decision) -> ControlFlow<(), usize> {
+    fn route<T: Tracer>(
+        &self,
+        host: &ParsedHost<'_>,
+        d: &mut Decision,
+        t: &mut T,
+    ) -> ControlFlow<(), usize> {
         let zone = self.hosts.lookup_name(host.name);
         d.zone = zone.map(ZoneId);
+        t.rule(|| match zone.and_then(|z| self.zones.get(z)) {
+            Some(z) => TraceStep::rule(&z.name, true, "this zone serves the host")
+                .action("route")
+                .param("zone", &z.name)
+                .param("origin", z.origin.to_string()),
+            None => TraceStep::rule("host_routing", false, "no zone serves this host"),
+        });
         match zone {
             Some(zone) => ControlFlow::Continue(zone),
             None => {

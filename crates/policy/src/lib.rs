@@ -70,6 +70,7 @@ mod path;
 mod policy;
 mod ratelimit;
 mod rules;
+mod trace;
 mod verdict;
 
 pub use compiled::CompiledPolicy;
@@ -91,6 +92,7 @@ pub use policy::{
 };
 pub use ratelimit::DEFAULT_MAX_KEYS;
 pub use signpost_problem::Code;
+pub use trace::{PHASES, StepKind, Trace, TraceStep};
 pub use verdict::Verdict;
 
 /// Request text as a `str`, as `String::from_utf8_lossy` reads it (each byte that is not UTF-8

@@ -649,6 +649,18 @@ pub(crate) fn duration(
     }
 }
 
+impl std::fmt::Display for Origin {
+    /// `http://host:port` or `https://host:port`, as the policy can write it back.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let scheme = if self.tls { "https" } else { "http" };
+        if self.host.contains(':') {
+            write!(f, "{scheme}://[{}]:{}", self.host, self.port)
+        } else {
+            write!(f, "{scheme}://{}:{}", self.host, self.port)
+        }
+    }
+}
+
 impl std::str::FromStr for Origin {
     type Err = String;
 

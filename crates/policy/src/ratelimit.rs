@@ -168,6 +168,39 @@ impl Sketch {
     }
 }
 
+impl Sketch {
+    /// What [`Sketch::hit`] would answer, and the count it would reach, without counting.
+    fn peek(&self, key: u64, now: u64, l: &Limiter) -> (u32, Outcome) {
+        let cells = self.cells(key);
+        let min_of = |values: &[u64]| {
+            cells
+                .iter()
+                .map(|&c| values.get(c).copied().unwrap_or(0))
+                .min()
+                .unwrap_or(0)
+        };
+        let blocked = min_of(&self.blocked);
+        let count = cells
+            .iter()
+            .map(|&c| self.counts.get(c).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(0);
+        if now < blocked {
+            return (
+                count,
+                Outcome::Limited(Duration::from_millis(blocked - now)),
+            );
+        }
+        let (window_start, count) = if now >= self.window_start.saturating_add(l.period) {
+            (now, 0)
+        } else {
+            (self.window_start, count)
+        };
+        let estimate = count.saturating_add(1);
+        (estimate, l.over_limit(estimate, window_start, now))
+    }
+}
+
 #[derive(Default)]
 struct Shard {
     /// Key → index into `slots`.
@@ -323,6 +356,80 @@ impl Limiter {
             shard.push_front(slot, to);
         }
         outcome
+    }
+
+    /// What [`hit`](Self::hit) would answer for `key` at `now`, and the count the key would
+    /// reach in its window, without counting or moving anything: a trace's view of the limiter.
+    pub(crate) fn peek(&self, key: u64, now: Instant) -> (u32, Outcome) {
+        let now = millis(now.saturating_duration_since(self.epoch));
+        let idx = usize::try_from(key % SHARDS as u64).unwrap_or(0);
+        let Some(shard) = self.shards.get(idx) else {
+            return (1, Outcome::Allowed);
+        };
+        let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = match shard.index.get(&key) {
+            Some(&i) => match shard.slots.get(i as usize) {
+                Some(s) => s.entry,
+                None => return (1, Outcome::Allowed),
+            },
+            None if self.would_make_room(&shard, now) => {
+                // As `make_room` starts a new key: a block through the sketch carries over.
+                let blocked = shard.sketch.as_ref().map_or(0, |sk| {
+                    sk.cells(key)
+                        .iter()
+                        .map(|&c| sk.blocked.get(c).copied().unwrap_or(0))
+                        .min()
+                        .unwrap_or(0)
+                });
+                Entry {
+                    window_start: now,
+                    count: 0,
+                    blocked_until: if blocked > now { blocked } else { 0 },
+                }
+            }
+            None => {
+                return match &shard.sketch {
+                    Some(sketch) => sketch.peek(key, now, self),
+                    // A sketch made now starts empty: the key's first request.
+                    None => (1, Outcome::Allowed),
+                };
+            }
+        };
+        let reached = if now < entry.blocked_until {
+            entry.count
+        } else if now >= entry.window_start.saturating_add(self.period) {
+            1
+        } else {
+            entry.count.saturating_add(1)
+        };
+        let mut copy = entry;
+        (reached, self.count(&mut copy, now).0)
+    }
+
+    /// Whether [`make_room`](Self::make_room) would find a slot for a new key: the same choice,
+    /// without making it.
+    fn would_make_room(&self, shard: &Shard, now: u64) -> bool {
+        if shard.slots.len() < self.cap_per_shard {
+            return true;
+        }
+        let oldest_limited = shard.tail[List::Limited as usize];
+        match shard.slots.get(oldest_limited as usize) {
+            Some(s) if !self.is_limited(&s.entry, now) => true,
+            _ => shard.tail[List::Open as usize] != NIL,
+        }
+    }
+
+    /// The outcome for a count of `count` in the window that started at `window_start`.
+    fn over_limit(&self, count: u32, window_start: u64, now: u64) -> Outcome {
+        if count <= self.limit {
+            Outcome::Allowed
+        } else if self.mitigation > 0 {
+            Outcome::Limited(Duration::from_millis(self.mitigation))
+        } else {
+            Outcome::Limited(Duration::from_millis(
+                window_start.saturating_add(self.period).saturating_sub(now),
+            ))
+        }
     }
 
     /// A slot for a new `key`: a free one, the oldest limited key whose refusal is over, or the
@@ -687,6 +794,41 @@ mod tests {
                     .min()
                     .unwrap();
                 assert!(est >= round, "key {k} round {round}: {est}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod peek_tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// A peek answers what the next hit answers, and the count it reaches, in slots, on
+        /// eviction and in the sketch (a limiter of one slot per shard fills at once); and it
+        /// moves nothing.
+        #[test]
+        fn peek_answers_what_hit_does(
+            steps in proptest::collection::vec((0u64..40, 0u64..400), 1..200),
+            mitigation_ms in prop_oneof![Just(0u64), 1u64..2000],
+            limit in 1u32..4,
+        ) {
+            let l = Limiter::new(
+                Duration::from_millis(500),
+                limit,
+                Duration::from_millis(mitigation_ms),
+                SHARDS,
+                String::new(),
+            );
+            let start = l.epoch;
+            let mut now = start;
+            for (key, advance) in steps {
+                now += Duration::from_millis(advance);
+                let first = l.peek(key, now);
+                prop_assert_eq!(l.peek(key, now), first, "a peek moved something");
+                let hit = l.hit(key, now);
+                prop_assert_eq!(first.1, hit);
             }
         }
     }

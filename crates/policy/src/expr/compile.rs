@@ -182,6 +182,8 @@ pub(crate) struct Filter {
     pub(crate) needs_country: bool,
     /// Whether evaluation may need the client's ASN.
     pub(crate) needs_asn: bool,
+    /// The expression as written, for traces (empty when compiled from a parsed expression).
+    pub(crate) text: Box<str>,
 }
 
 /// Type-checks and compiles a parsed expression; the result must be a condition.
@@ -195,7 +197,83 @@ pub(crate) fn compile(e: &Expr) -> Result<Filter, ExprError> {
         root,
         needs_country: c.needs_country,
         needs_asn: c.needs_asn,
+        text: Box::default(),
     })
+}
+
+impl Filter {
+    /// The fields the expression reads, each once, in the order they are written: what a trace
+    /// shows the values of.
+    pub(crate) fn fields(&self) -> Vec<&Field> {
+        fn node<'a>(n: &'a Node, out: &mut Vec<&'a Field>) {
+            match n {
+                Node::And(a, b) | Node::Or(a, b) | Node::Xor(a, b) => {
+                    node(a, out);
+                    node(b, out);
+                }
+                Node::Not(a) => node(a, out),
+                Node::Truthy(v)
+                | Node::Matches(v, _)
+                | Node::InStr(v, _)
+                | Node::InInt(v, _)
+                | Node::InIp(v, _) => val(v, out),
+                Node::Cmp(_, a, b) | Node::Contains(a, b) => {
+                    val(a, out);
+                    val(b, out);
+                }
+            }
+        }
+        fn val<'a>(v: &'a Val, out: &mut Vec<&'a Field>) {
+            match v {
+                Val::Field(f) => {
+                    if !out.contains(&f) {
+                        out.push(f);
+                    }
+                }
+                Val::Str(_) | Val::Int(_) | Val::Ip(_) => {}
+                Val::Lower(a)
+                | Val::Upper(a)
+                | Val::Len(a)
+                | Val::UrlDecode(a, _)
+                | Val::DecodeBase64(a)
+                | Val::RemoveBytes(a, _) => val(a, out),
+                Val::StartsWith(a, b) | Val::EndsWith(a, b) => {
+                    val(a, out);
+                    val(b, out);
+                }
+            }
+        }
+        let mut out = Vec::new();
+        node(&self.root, &mut out);
+        out
+    }
+}
+
+impl Field {
+    /// The field's name in the Rules language, as a trace shows it.
+    pub(crate) fn name(&self) -> std::borrow::Cow<'static, str> {
+        use std::borrow::Cow;
+        Cow::Borrowed(match self {
+            Field::Host => "http.host",
+            Field::Method => "http.request.method",
+            Field::Uri => "http.request.uri",
+            Field::Path => "http.request.uri.path",
+            Field::RawUri => "raw.http.request.uri",
+            Field::RawPath => "raw.http.request.uri.path",
+            Field::Query => "http.request.uri.query",
+            Field::FullUri => "http.request.full_uri",
+            Field::UserAgent => "http.user_agent",
+            Field::Referer => "http.referer",
+            Field::Cookie => "http.cookie",
+            Field::Header(name) => {
+                return Cow::Owned(format!("http.request.headers[\"{}\"]", name.as_str()));
+            }
+            Field::IpSrc => "ip.src",
+            Field::Country => "ip.src.country",
+            Field::Asn => "ip.src.asnum",
+            Field::Ssl => "ssl",
+        })
+    }
 }
 
 struct Compiler {

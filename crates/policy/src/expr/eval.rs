@@ -308,3 +308,14 @@ pub(crate) fn field_str<'a>(f: &'a Field, cx: &'a Cx<'_>) -> Cow<'a, str> {
         Field::IpSrc | Field::Asn | Field::Ssl => "",
     })
 }
+
+/// A field's value as the rules see it, written out for a trace: text as decoded, `ip.src` in
+/// its canonical form, the AS number (0 when unknown), the country code ("" when unknown).
+pub(crate) fn field_text(f: &Field, cx: &Cx<'_>) -> String {
+    match field(f, cx) {
+        V::Str(s) => s.into_owned(),
+        V::Int(n) => n.to_string(),
+        V::Bool(b) => b.to_string(),
+        V::Ip(ip) => ip.to_string(),
+    }
+}

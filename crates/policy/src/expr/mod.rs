@@ -16,7 +16,7 @@ mod parse;
 use std::ops::Range;
 
 pub(crate) use compile::{Filter, compile};
-pub(crate) use eval::Cx;
+pub(crate) use eval::{Cx, field_text};
 pub(crate) use index::FilterIndex;
 pub use parse::MAX_NESTING;
 
@@ -59,7 +59,9 @@ pub(crate) fn build(src: &str) -> Result<Filter, ExprError> {
         return Err(ExprError::new(0..src.len(), "expression is empty"));
     }
     let ast = parse::parse(src)?;
-    compile(&ast)
+    let mut filter = compile(&ast)?;
+    filter.text = src.into();
+    Ok(filter)
 }
 
 #[cfg(test)]

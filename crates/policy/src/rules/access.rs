@@ -12,11 +12,14 @@ use crate::expr::Cx;
 use crate::file::PolicyFile;
 use crate::geo::{Country, country_code};
 use crate::ipset::{IpTable, parse_net};
+use crate::trace::{TraceStep, Tracer};
 
 /// Access rules folded into lookup tables; values index `ids`.
 #[derive(Debug, Default)]
 pub(crate) struct AccessTables {
     ids: Vec<Arc<str>>,
+    /// Per rule (as `ids`): its action and an expression equivalent to it, for traces.
+    about: Vec<(Action, Box<str>)>,
     allow_ip: IpTable<usize>,
     allow_asn: HashMap<u32, usize>,
     allow_country: HashMap<Country, usize>,
@@ -51,6 +54,7 @@ pub(super) fn validate(
         let t = &mut spec.access;
         let idx = t.ids.len();
         t.ids.push(id);
+        t.about.push((action, equivalent_expression(r)));
         let given = [r.ip.is_some(), r.asn.is_some(), r.country.is_some()];
         if given.iter().filter(|g| **g).count() != 1 {
             d.at(
@@ -119,6 +123,35 @@ pub(super) fn validate(
     }
 }
 
+/// The Rules-language expression an access rule amounts to, its list cut short after a few
+/// entries (a rule may list thousands of networks).
+fn equivalent_expression(r: &crate::file::AccessRuleFile) -> Box<str> {
+    const SHOWN: usize = 8;
+    fn list(field: &str, items: impl ExactSizeIterator<Item = String>) -> Box<str> {
+        let total = items.len();
+        let mut shown: Vec<String> = items.take(SHOWN).collect();
+        if total > SHOWN {
+            shown.push(format!("... {} more", total - SHOWN));
+        }
+        format!("{field} in {{{}}}", shown.join(" ")).into()
+    }
+    if let Some(ips) = &r.ip {
+        list("ip.src", ips.get_ref().iter().map(|s| s.get_ref().clone()))
+    } else if let Some(asns) = &r.asn {
+        list(
+            "ip.src.asnum",
+            asns.get_ref().iter().map(|n| n.get_ref().to_string()),
+        )
+    } else if let Some(cs) = &r.country {
+        list(
+            "ip.src.country",
+            cs.get_ref().iter().map(|c| format!("{:?}", c.get_ref())),
+        )
+    } else {
+        Box::default()
+    }
+}
+
 fn valid_country(s: &str) -> Option<Country> {
     let code = country_code(s.trim())?;
     // Reject codes no database uses: only upper-case input letters matter, and "XX"/"T1" style
@@ -135,8 +168,38 @@ pub(crate) enum Trust {
 }
 
 impl AccessTables {
+    /// The phase's step in a trace: the values the access rules look up.
+    pub(crate) fn phase_step(&self, cx: &Cx<'_>) -> TraceStep {
+        let step = TraceStep::phase(
+            "access_rules",
+            "allow rules first (a match vouches for the client), then blocks by IP (1006), AS number (1005), country (1009)",
+        );
+        if self.ids.is_empty() {
+            return TraceStep {
+                description: "no access rules".into(),
+                ..step
+            };
+        }
+        step.field("ip.src", cx.client_ip.to_string())
+            .field(
+                "ip.src.asnum",
+                cx.asn().map_or_else(String::new, |n| n.to_string()),
+            )
+            .field(
+                "ip.src.country",
+                cx.country()
+                    .and_then(|c| std::str::from_utf8(&c).ok().map(str::to_owned))
+                    .unwrap_or_default(),
+            )
+    }
+
     /// Allow rules first (any match vouches for the client), then blocks by IP, ASN, country.
-    pub(crate) fn check(&self, cx: &Cx<'_>, decision: &mut Decision) -> ControlFlow<(), Trust> {
+    pub(crate) fn check<T: Tracer>(
+        &self,
+        cx: &Cx<'_>,
+        decision: &mut Decision,
+        t: &mut T,
+    ) -> ControlFlow<(), Trust> {
         if self.ids.is_empty() {
             return ControlFlow::Continue(Trust::Unknown);
         }
@@ -147,6 +210,7 @@ impl AccessTables {
             .or_else(|| lookup_num(&self.allow_asn, || cx.asn()))
             .or_else(|| lookup_country(&self.allow_country, || cx.country()));
         if let Some(i) = allowed {
+            self.record(t, Some(i), Some(Action::Allow));
             decision.rule_id = self.ids.get(i).cloned();
             return ControlFlow::Continue(Trust::Allowed);
         }
@@ -160,8 +224,38 @@ impl AccessTables {
                     .map(|i| (i, Code::COUNTRY_BANNED))
             });
         match blocked {
-            Some((i, code)) => refuse(decision, code, self.ids.get(i).cloned()),
-            None => ControlFlow::Continue(Trust::Unknown),
+            Some((i, code)) => {
+                self.record(t, Some(i), None);
+                refuse(decision, code, self.ids.get(i).cloned())
+            }
+            None => {
+                self.record(t, None, None);
+                ControlFlow::Continue(Trust::Unknown)
+            }
+        }
+    }
+
+    /// Records the rules considered, in file order (the tables answer for all of them at once):
+    /// those with action `only` when given, `matched` the one that listed the client.
+    fn record<T: Tracer>(&self, t: &mut T, matched: Option<usize>, only: Option<Action>) {
+        if !T::RECORDS {
+            return;
+        }
+        for (i, (action, expression)) in self.about.iter().enumerate() {
+            if only.is_some_and(|only| only != *action) {
+                continue;
+            }
+            let id = self.ids.get(i).map_or("", |id| &**id);
+            let hit = matched == Some(i);
+            let description = match (hit, action) {
+                (true, Action::Allow) => "lists the client: it is vouched for",
+                (true, _) => "lists the client",
+                (false, _) => "does not list the client",
+            };
+            t.rule(|| TraceStep {
+                expression: Some(expression.to_string()),
+                ..TraceStep::rule(id, hit, description).action(action.as_str())
+            });
         }
     }
 }

@@ -11,6 +11,7 @@ use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::{self, Cx};
 use crate::file::PolicyFile;
+use crate::trace::{TraceStep, Tracer};
 
 /// Most patterns in `block_user_agents`, and most characters in one.
 const MAX_PATTERN_LEN: usize = 4096;
@@ -82,13 +83,19 @@ fn build_regex(p: &str) -> Result<regex::Regex, String> {
 }
 
 impl BrowserCheck {
-    pub(crate) fn check(&self, cx: &Cx<'_>, decision: &mut Decision) -> ControlFlow<()> {
+    pub(crate) fn check<T: Tracer>(
+        &self,
+        cx: &Cx<'_>,
+        decision: &mut Decision,
+        t: &mut T,
+    ) -> ControlFlow<()> {
         let ua = cx.header(http::header::USER_AGENT);
         let bad = if ua.trim().is_empty() {
             self.block_empty
         } else {
             self.agents.as_ref().is_some_and(|set| set.is_match(&ua))
         };
+        t.rule(|| self.step(&ua, bad));
         if bad {
             return refuse(
                 decision,
@@ -97,5 +104,55 @@ impl BrowserCheck {
             );
         }
         ControlFlow::Continue(())
+    }
+
+    /// The check as a trace step: which pattern matched, or why none did.
+    fn step(&self, ua: &str, bad: bool) -> TraceStep {
+        let patterns = self.agents.as_ref().map_or(&[][..], |set| set.patterns());
+        let description = if ua.trim().is_empty() {
+            if self.block_empty {
+                "the User-Agent is empty, and block_empty_user_agent is on".to_owned()
+            } else {
+                "the User-Agent is empty, and block_empty_user_agent is off".to_owned()
+            }
+        } else {
+            let matched: Vec<&str> = self
+                .agents
+                .as_ref()
+                .map(|set| {
+                    set.matches(ua)
+                        .iter()
+                        .filter_map(|i| patterns.get(i))
+                        .map(String::as_str)
+                        .collect()
+                })
+                .unwrap_or_default();
+            if matched.is_empty() {
+                format!(
+                    "no block_user_agents pattern matches ({} listed)",
+                    patterns.len()
+                )
+            } else {
+                format!(
+                    "matches block_user_agents pattern(s): {}",
+                    matched.join(", ")
+                )
+            }
+        };
+        let expression = patterns
+            .iter()
+            .map(|p| format!("http.user_agent matches {p:?}"))
+            .chain(
+                self.block_empty
+                    .then(|| "http.user_agent eq \"\"".to_owned()),
+            )
+            .collect::<Vec<_>>()
+            .join(" or ");
+        TraceStep {
+            expression: Some(expression),
+            ..TraceStep::rule(&self.id, bad, description)
+                .action("block")
+                .field("http.user_agent", ua)
+        }
     }
 }

@@ -9,6 +9,7 @@ use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind, did_you_mean};
 use crate::expr::{Cx, Filter, FilterIndex};
 use crate::file::PolicyFile;
+use crate::trace::{TraceStep, Tracer};
 
 #[derive(Debug)]
 pub(crate) struct CustomRule {
@@ -80,14 +81,33 @@ pub(super) fn validate_custom(
 }
 
 impl LegalRules {
-    pub(crate) fn check(&self, cx: &Cx<'_>, decision: &mut Decision) -> ControlFlow<()> {
+    pub(crate) fn check<T: Tracer>(
+        &self,
+        cx: &Cx<'_>,
+        decision: &mut Decision,
+        t: &mut T,
+    ) -> ControlFlow<()> {
         for (id, f) in &self.0 {
-            if f.matches(cx) {
+            let matched = f.matches(cx);
+            t.rule(|| expression_step(id, f, cx, matched, Action::Block));
+            if matched {
                 return refuse(decision, Code::LEGAL_BLOCK, Some(id.clone()));
             }
         }
         ControlFlow::Continue(())
     }
+}
+
+/// An expression rule as a trace step: its text, the fields it read and their values.
+fn expression_step(id: &str, f: &Filter, cx: &Cx<'_>, matched: bool, action: Action) -> TraceStep {
+    let description = if matched {
+        "the expression matches"
+    } else {
+        "the expression does not match"
+    };
+    TraceStep::rule(id, matched, description)
+        .action(action.as_str())
+        .filter(f, cx)
 }
 
 impl CustomRules {
@@ -101,13 +121,27 @@ impl CustomRules {
     /// First match in file order: `block` refuses, `allow` ends the custom rules *and* skips the
     /// rate limits (a break with no refusal), `log` notes the rule and goes on. The index only
     /// leaves out rules that cannot match, and yields the others in file order.
-    pub(crate) fn check(&self, cx: &Cx<'_>, decision: &mut Decision) -> ControlFlow<()> {
+    pub(crate) fn check<T: Tracer>(
+        &self,
+        cx: &Cx<'_>,
+        decision: &mut Decision,
+        t: &mut T,
+    ) -> ControlFlow<()> {
         if self.rules.is_empty() {
             return ControlFlow::Continue(());
         }
+        // The next rule in file order a trace has not shown yet: those the index leaves out
+        // are shown as such, in their place.
+        let mut shown = 0;
         for i in self.index.candidates(cx) {
             let r = &self.rules[i];
-            if !r.filter.matches(cx) {
+            if T::RECORDS {
+                self.record_left_out(t, cx, shown..i);
+                shown = i + 1;
+            }
+            let matched = r.filter.matches(cx);
+            t.rule(|| expression_step(&r.id, &r.filter, cx, matched, r.action));
+            if !matched {
                 continue;
             }
             match r.action {
@@ -121,6 +155,20 @@ impl CustomRules {
                 }
             }
         }
+        if T::RECORDS {
+            self.record_left_out(t, cx, shown..self.rules.len());
+        }
         ControlFlow::Continue(())
+    }
+
+    /// Records the rules in `range` as left out by the index: none of them can match.
+    fn record_left_out<T: Tracer>(&self, t: &mut T, cx: &Cx<'_>, range: std::ops::Range<usize>) {
+        for r in self.rules.get(range).unwrap_or_default() {
+            t.rule(|| TraceStep {
+                description: "cannot match: the index left it out (a value it needs is absent)"
+                    .into(),
+                ..expression_step(&r.id, &r.filter, cx, false, r.action)
+            });
+        }
     }
 }

@@ -10,6 +10,7 @@ use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::Cx;
 use crate::file::PolicyFile;
 use crate::host::{HostPattern, HostTable};
+use crate::trace::{TraceStep, Tracer};
 
 #[derive(Debug)]
 pub(crate) struct HotlinkSpec {
@@ -68,16 +69,55 @@ pub(super) fn validate(
 
 impl HotlinkSpec {
     /// `zone_hosts`: the serving zone's own names, whose pages may embed anything.
-    pub(crate) fn check(
+    pub(crate) fn check<T: Tracer>(
         &self,
         cx: &Cx<'_>,
         zone_hosts: Option<&HostTable>,
         decision: &mut Decision,
+        t: &mut T,
     ) -> ControlFlow<()> {
-        if self.is_hotlink(cx, zone_hosts) {
+        let hotlink = self.is_hotlink(cx, zone_hosts);
+        t.rule(|| self.step(cx, zone_hosts, hotlink));
+        if hotlink {
             return refuse(decision, Code::HOTLINKING_DENIED, Some(self.id.clone()));
         }
         ControlFlow::Continue(())
+    }
+
+    /// The check as a trace step, with the reason it gave.
+    fn step(&self, cx: &Cx<'_>, zone_hosts: Option<&HostTable>, hotlink: bool) -> TraceStep {
+        let referer = cx.header(http::header::REFERER);
+        let ext = path_extension(cx.path());
+        let host = referer_host(referer.trim());
+        let description = match &ext {
+            None => "the path has no file extension".to_owned(),
+            Some(ext)
+                if ext.len() > 16
+                    || !self.extensions.iter().any(|e| e.eq_ignore_ascii_case(ext)) =>
+            {
+                format!("the extension `{ext}` is not listed")
+            }
+            Some(_) if referer.trim().is_empty() => {
+                "no Referer: a direct request is never a hotlink".to_owned()
+            }
+            Some(_) if zone_hosts.is_some_and(|t| t.lookup(host).is_some()) => {
+                "the Referer is a page of this zone".to_owned()
+            }
+            Some(_) if self.allowed.lookup(host).is_some() => {
+                "the Referer's host is allowed".to_owned()
+            }
+            Some(_) => "a listed file type requested from a foreign page".to_owned(),
+        };
+        TraceStep {
+            expression: Some(format!(
+                "http.request.uri.path extension in {{{}}} and http.referer from another site",
+                self.extensions.join(" ")
+            )),
+            ..TraceStep::rule(&self.id, hotlink, description)
+                .action("block")
+                .field("http.request.uri.path", cx.path())
+                .field("http.referer", referer.into_owned())
+        }
     }
 
     fn is_hotlink(&self, cx: &Cx<'_>, zone_hosts: Option<&HostTable>) -> bool {

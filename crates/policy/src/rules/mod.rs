@@ -39,6 +39,17 @@ pub(crate) enum Action {
     Log,
 }
 
+impl Action {
+    /// As the policy writes it.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Action::Block => "block",
+            Action::Allow => "allow",
+            Action::Log => "log",
+        }
+    }
+}
+
 /// Every rule section, checked, before databases are opened and limiters built.
 #[derive(Debug, Default)]
 pub(crate) struct RulesSpec {

@@ -15,6 +15,7 @@ use crate::expr::{Cx, Filter};
 use crate::file::PolicyFile;
 use crate::fleet::{FleetRule, RedisConfig};
 use crate::ratelimit::{DEFAULT_MAX_KEYS, Limiter, Outcome, retry_secs};
+use crate::trace::{TraceStep, Tracer};
 use crate::verdict::Verdict;
 
 /// What a rate limit counts by.
@@ -242,15 +243,18 @@ impl RateRule {
 }
 
 /// Every rule whose expression matches counts the request under its key; the first over its
-/// limit refuses with the limiter's real wait.
-pub(crate) fn check(
+/// limit refuses with the limiter's real wait. A trace (`T::RECORDS`) counts nothing: it peeks at
+/// the counters, and says what the count would reach.
+pub(crate) fn check<T: Tracer>(
     rules: &[RateRule],
     cx: &Cx<'_>,
     now: Instant,
     decision: &mut Decision,
+    t: &mut T,
 ) -> ControlFlow<()> {
     for r in rules {
         if r.filter.as_ref().is_some_and(|f| !f.matches(cx)) {
+            t.rule(|| r.step(cx, false, "the expression does not match: not counted"));
             continue;
         }
         if let Some(fleet) = &r.fleet {
@@ -258,8 +262,21 @@ pub(crate) fn check(
             let mut bytes = Vec::new();
             key_bytes(&r.characteristics, cx, |b| bytes.extend_from_slice(b));
             match fleet.check(crate::fleet::digest(&bytes), now) {
-                Ok(check) => decision.fleet.push(check),
+                Ok(check) => {
+                    t.rule(|| {
+                        r.step(
+                            cx,
+                            true,
+                            "fleet scope: the edge would ask Redis to count it",
+                        )
+                        .param("redis_key", check.key())
+                    });
+                    decision.fleet.push(check);
+                }
                 Err(verdict) => {
+                    t.rule(|| {
+                        r.step(cx, true, "fleet scope: Redis refused this key recently; refused without asking again")
+                    });
                     decision.verdict = verdict;
                     decision.rule_id = Some(r.id.clone());
                     return ControlFlow::Break(());
@@ -269,7 +286,29 @@ pub(crate) fn check(
         }
         let mut h = r.limiter.key_hasher();
         key_bytes(&r.characteristics, cx, |b| h.write(b));
-        if let Outcome::Limited(wait) = r.limiter.hit(h.finish(), now) {
+        let key = h.finish();
+        let outcome = if T::RECORDS {
+            let (count, outcome) = r.limiter.peek(key, now);
+            t.rule(|| {
+                let over = matches!(outcome, Outcome::Limited(_));
+                let (_, limit, _) = r.limiter.limits();
+                r.step(
+                    cx,
+                    true,
+                    if over {
+                        "over the limit: refused (a trace counts nothing)"
+                    } else {
+                        "within the limit (a trace counts nothing)"
+                    },
+                )
+                .param("count", count)
+                .param("limit", limit)
+            });
+            outcome
+        } else {
+            r.limiter.hit(key, now)
+        };
+        if let Outcome::Limited(wait) = outcome {
             decision.verdict = Verdict::Refuse {
                 code: Code::RATE_LIMITED,
                 retry_after: Some(retry_secs(wait)),
@@ -279,6 +318,58 @@ pub(crate) fn check(
         }
     }
     ControlFlow::Continue(())
+}
+
+impl RateRule {
+    /// The rule as a trace step: its expression, the key the request is counted under (each
+    /// characteristic with its value), and its limits.
+    fn step(&self, cx: &Cx<'_>, matched: bool, description: &str) -> TraceStep {
+        let step = TraceStep::rule(&self.id, matched, description).action("rate_limit");
+        let mut step = match &self.filter {
+            Some(f) => step.filter(f, cx),
+            None => TraceStep {
+                expression: Some("true".to_owned()),
+                ..step
+            },
+        };
+        let (period_ms, limit, mitigation_ms) = self.limiter.limits();
+        if matched {
+            let key: Vec<String> = self
+                .characteristics
+                .iter()
+                .map(|c| match c {
+                    Characteristic::Ip => format!("ip.src={}", cx.client_ip),
+                    Characteristic::Host => format!("http.host={}", cx.host),
+                    Characteristic::Path => format!("http.request.uri.path={}", cx.path()),
+                    Characteristic::Header(name) => {
+                        format!(
+                            "http.request.headers[\"{}\"]={}",
+                            name.as_str(),
+                            cx.header(name)
+                        )
+                    }
+                })
+                .collect();
+            step = step.param("key", key.join(", "));
+        }
+        step.param(
+            "period",
+            humantime::format_duration(Duration::from_millis(period_ms)),
+        )
+        .param("requests_per_period", limit)
+        .param(
+            "mitigation_timeout",
+            humantime::format_duration(Duration::from_millis(mitigation_ms)),
+        )
+        .param(
+            "scope",
+            if self.fleet.is_some() {
+                "fleet"
+            } else {
+                "instance"
+            },
+        )
+    }
 }
 
 /// Feeds the key of a request, the characteristics' values each followed by a separator (so
