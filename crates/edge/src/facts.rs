@@ -53,11 +53,12 @@ pub fn request_host(session: &Session) -> Cow<'_, str> {
 /// The request's `Accept`, every field line of it: RFC 9110 reads repeated lines as one list.
 /// Borrowed in the usual case of a single line.
 pub fn accept(session: &Session) -> Option<Cow<'_, [u8]>> {
-    let mut lines = session
-        .req_header()
-        .headers
-        .get_all(http::header::ACCEPT)
-        .iter();
+    accept_of(&session.req_header().headers)
+}
+
+/// [`accept`] of a header map (a synthetic request's, for a trace).
+pub fn accept_of(headers: &http::HeaderMap) -> Option<Cow<'_, [u8]>> {
+    let mut lines = headers.get_all(http::header::ACCEPT).iter();
     let first = lines.next()?;
     let mut rest = lines.peekable();
     if rest.peek().is_none() {

@@ -70,6 +70,20 @@ impl Head {
         (self.header_bytes > MAX_HEADER_BYTES).then_some(Code::HEADERS_TOO_LARGE)
     }
 
+    /// The code for a request `zone` does not accept: TRACE and TRACK unless the zone allows
+    /// them (405), a declared body over its `max_body_size` (413).
+    pub fn zone_refuses(&self, req: &RequestHeader, zone: &signpost_policy::Zone) -> Option<Code> {
+        let method = req.method.as_str();
+        if !zone.allow_trace
+            && (method.eq_ignore_ascii_case("TRACE") || method.eq_ignore_ascii_case("TRACK"))
+        {
+            return Some(Code::METHOD_NOT_ALLOWED);
+        }
+        self.declared_body_len(req)
+            .filter(|n| *n > zone.max_body_size)
+            .map(|_| Code::PAYLOAD_TOO_LARGE)
+    }
+
     /// The body length the request declares with Content-Length, when it uses one: not with a
     /// Transfer-Encoding (chunked bodies are counted as they arrive instead).
     pub fn declared_body_len(&self, req: &RequestHeader) -> Option<u64> {

@@ -24,6 +24,7 @@ mod reload;
 mod rescue;
 mod server;
 mod tls;
+mod trace;
 #[cfg(test)]
 mod vendored_pingora_tests;
 
@@ -82,6 +83,17 @@ enum Command {
         #[arg(long, default_value_t = signpost_policy::DEFAULT_MARKDOWN_MAX_BYTES)]
         max_bytes: usize,
     },
+    /// Explain the policy's decision for a synthetic request: every phase in order, each rule
+    /// considered with the values it saw, and the exact response. Changes nothing.
+    Trace(TraceArgs),
+    /// Run test cases (requests and what is expected of them) against a policy file: exit 1
+    /// when one fails.
+    Test {
+        /// The policy file (TOML).
+        policy: PathBuf,
+        /// The cases file (TOML, `[[case]]` entries; see docs/policy.md).
+        cases: PathBuf,
+    },
     /// Exit 0 when the admin listener answers `/healthz` (the Docker HEALTHCHECK).
     Health {
         /// The health endpoint to ask.
@@ -116,6 +128,40 @@ pub struct RunArgs {
     pub grace_period: u64,
 }
 
+#[derive(clap::Args, Debug)]
+pub struct TraceArgs {
+    /// The policy file (TOML).
+    #[arg(long, short = 'c')]
+    pub config: PathBuf,
+    /// The request's URL: `http://host[:port]/path?query` or `https://...`.
+    #[arg(long)]
+    pub url: String,
+    /// The request method.
+    #[arg(long, short = 'X', default_value = "GET")]
+    pub method: String,
+    /// A header line, `Name: value` (repeatable). Any byte a header can carry is kept.
+    #[arg(long = "header", short = 'H')]
+    pub headers: Vec<std::ffi::OsString>,
+    /// The client's address (the TCP peer).
+    #[arg(long, default_value = trace::DEFAULT_CLIENT_IP)]
+    pub ip: std::net::IpAddr,
+    /// The client's country, where the policy has no country database.
+    #[arg(long)]
+    pub country: Option<String>,
+    /// The client's AS number, where the policy has no ASN database.
+    #[arg(long)]
+    pub asn: Option<u32>,
+    /// The client connection is TLS (implied by an https:// URL).
+    #[arg(long)]
+    pub tls: bool,
+    /// The TLS SNI name (default: the URL's host, over TLS).
+    #[arg(long)]
+    pub sni: Option<String>,
+    /// One JSON object, steps shaped like Cloudflare's Trace (see docs/policy.md).
+    #[arg(long)]
+    pub json: bool,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Text,
@@ -135,6 +181,8 @@ fn main() -> ExitCode {
             url,
             max_bytes,
         } => commands::markdown(&file, url.as_deref(), max_bytes),
+        Command::Trace(args) => trace_command(args),
+        Command::Test { policy, cases } => return trace::test_command(&policy, &cases),
         Command::Health { url } => return commands::health(&url),
     };
     match result {
@@ -144,6 +192,23 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// `signpost trace`: the flags as a request.
+fn trace_command(args: TraceArgs) -> anyhow::Result<()> {
+    use std::os::unix::ffi::OsStrExt;
+    let spec = trace::RequestSpec {
+        url: args.url,
+        method: Some(args.method),
+        headers: Vec::new(),
+        ip: Some(args.ip),
+        country: args.country,
+        asn: args.asn,
+        tls: args.tls,
+        sni: args.sni,
+    };
+    let lines: Vec<Vec<u8>> = args.headers.iter().map(|h| h.as_bytes().to_vec()).collect();
+    trace::command(&args.config, &spec, &lines, args.json)
 }
 
 #[cfg(test)]

@@ -418,16 +418,14 @@ impl Edge {
     /// (left unread, so the connection cannot carry another request).
     fn zone_limits(session: &Session, ctx: &RequestCtx, head: &Head) -> Option<Refusal> {
         let zone = ctx.zone()?;
-        let req = session.req_header();
-        let method = req.method.as_str();
-        if !zone.allow_trace
-            && (method.eq_ignore_ascii_case("TRACE") || method.eq_ignore_ascii_case("TRACK"))
-        {
-            return Some(Refusal::code(Code::METHOD_NOT_ALLOWED));
-        }
-        head.declared_body_len(req)
-            .filter(|n| *n > zone.max_body_size)
-            .map(|_| Refusal::code(Code::PAYLOAD_TOO_LARGE).closing())
+        let code = head.zone_refuses(session.req_header(), zone)?;
+        let refusal = Refusal::code(code);
+        // A declared body over the limit is left unread: the connection cannot go on.
+        Some(if code == Code::PAYLOAD_TOO_LARGE {
+            refusal.closing()
+        } else {
+            refusal
+        })
     }
 
     /// Step 5: a chunked body is parsed as far as it arrived before the origin is contacted, so
@@ -713,7 +711,7 @@ impl Edge {
 
 /// The catalog entry `/cdn-cgi/error/<code>` asks for (the 404 entry for a bad code), or `None`
 /// when the path is not the error test endpoint.
-fn error_page(path: &str) -> Option<&'static CatalogEntry> {
+pub(crate) fn error_page(path: &str) -> Option<&'static CatalogEntry> {
     let rest = path.strip_prefix(ERROR_PAGE_PREFIX)?;
     match rest.strip_prefix('/') {
         Some(code) => Some(signpost_problem::lookup_path_code(code)),

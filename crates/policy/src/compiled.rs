@@ -164,8 +164,25 @@ impl CompiledPolicy {
     /// decision says what `decide` would answer at `now` with the counters as they are), and
     /// fleet rate limits are listed in [`Decision::fleet`] without asking Redis.
     pub fn trace(&self, facts: &RequestFacts<'_>, now: Instant) -> Trace {
+        self.trace_assuming(facts, now, None, None)
+    }
+
+    /// [`trace`](Self::trace), taking `country` (ISO 3166-1 alpha-2) and `asn` as the client's
+    /// where the policy has no database to look them up (where it has one, the database
+    /// answers). A `country` that is not two letters is ignored.
+    pub fn trace_assuming(
+        &self,
+        facts: &RequestFacts<'_>,
+        now: Instant,
+        country: Option<&str>,
+        asn: Option<u32>,
+    ) -> Trace {
         let mut decision = self.undecided(facts);
-        let mut recorder = Recorder::default();
+        let mut recorder = Recorder {
+            country: country.and_then(crate::geo::country_code),
+            asn,
+            ..Recorder::default()
+        };
         let flow = self.phases(facts, now, &mut decision, &mut recorder);
         recorder.finish(decision, flow.is_break())
     }
@@ -222,6 +239,10 @@ impl CompiledPolicy {
             r.country_db.as_ref(),
             r.asn_db.as_ref(),
         );
+        if T::RECORDS {
+            let (country, asn) = t.assumed_geo();
+            cx.assume_geo(country, asn);
+        }
         t.phase(|| r.access.phase_step(&cx));
         let trust = r.access.check(&cx, d, t)?; // 1006, 1005, 1009
         match (trust, &r.browser) {
@@ -298,6 +319,11 @@ impl CompiledPolicy {
                 ControlFlow::Break(())
             }
         }
+    }
+
+    /// Whether the policy has a country database and an ASN database (`[geo]`).
+    pub fn geo_databases(&self) -> (bool, bool) {
+        (self.rules.country_db.is_some(), self.rules.asn_db.is_some())
     }
 
     /// The `[redis]` section, when fleet-scope rate limits need one.

@@ -12,6 +12,7 @@
 
 use crate::decision::Decision;
 use crate::expr::{Cx, Filter, field_text};
+use crate::geo::Country;
 
 /// The phases of a decision, in the order they run, by their stable names (a trace's
 /// `step_name` for a phase). `docs/policy.md` describes each.
@@ -143,6 +144,10 @@ pub(crate) trait Tracer {
     fn phase(&mut self, step: impl FnOnce() -> TraceStep);
     /// A rule of the current phase was considered.
     fn rule(&mut self, step: impl FnOnce() -> TraceStep);
+    /// The country and AS number to assume where the policy has no database to look them up.
+    fn assumed_geo(&self) -> (Option<Country>, Option<u32>) {
+        (None, None)
+    }
 }
 
 /// The ordinary decision's observer: records nothing, costs nothing.
@@ -160,12 +165,17 @@ impl Tracer for NoTrace {
 #[derive(Default)]
 pub(crate) struct Recorder {
     pub(crate) steps: Vec<TraceStep>,
+    pub(crate) country: Option<Country>,
+    pub(crate) asn: Option<u32>,
 }
 
 impl Tracer for Recorder {
     const RECORDS: bool = true;
     fn phase(&mut self, step: impl FnOnce() -> TraceStep) {
         self.steps.push(step());
+    }
+    fn assumed_geo(&self) -> (Option<Country>, Option<u32>) {
+        (self.country, self.asn)
     }
     fn rule(&mut self, step: impl FnOnce() -> TraceStep) {
         let step = step();

@@ -64,6 +64,17 @@ impl<'r> Cx<'r> {
         }
     }
 
+    /// Takes `country` and `asn` as the client's where no database answers: a trace's
+    /// assumption, for a policy without geo databases.
+    pub(crate) fn assume_geo(&self, country: Option<Country>, asn: Option<u32>) {
+        if self.country_db.is_none() && country.is_some() {
+            let _ = self.country.set(country);
+        }
+        if self.asn_db.is_none() && asn.is_some() {
+            let _ = self.asn.set(asn);
+        }
+    }
+
     /// The path exactly as sent.
     pub(crate) fn raw_path(&self) -> &'r str {
         self.path_and_query().0

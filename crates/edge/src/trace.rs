@@ -1,0 +1,797 @@
+//! Traces of synthetic requests: `signpost trace`, `signpost test` and the admin listener's
+//! `/trace` all build a request here, run the edge's steps on it (the policy's through
+//! [`CompiledPolicy::trace`], the same phases as every real request) and render the answer the
+//! client would get through [`Answer::new`], the code that answers real requests.
+//!
+//! A trace changes nothing: the policy peeks at its rate-limit counters, Redis is not asked.
+
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use http::{HeaderMap, HeaderName, HeaderValue};
+use pingora::http::RequestHeader;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use signpost_policy::{CompiledPolicy, RequestFacts, Trace, TraceStep, Verdict};
+
+use crate::answer::Answer;
+use crate::limits::Head;
+use crate::ray::RayId;
+
+/// The client address of a synthetic request that names none (TEST-NET-1, RFC 5737).
+pub const DEFAULT_CLIENT_IP: &str = "192.0.2.1";
+
+/// A synthetic request as a test case or the admin endpoint writes it: the flags of
+/// `signpost trace`, as data.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestSpec {
+    /// `http://host[:port]/path?query` or `https://...`.
+    pub url: String,
+    /// The method (default `GET`).
+    #[serde(default)]
+    pub method: Option<String>,
+    /// Header lines, `Name: value` (a `Host` line replaces the URL's authority).
+    #[serde(default)]
+    pub headers: Vec<String>,
+    /// The TCP peer (default [`DEFAULT_CLIENT_IP`]).
+    #[serde(default)]
+    pub ip: Option<IpAddr>,
+    /// The client's country, where the policy has no country database.
+    #[serde(default)]
+    pub country: Option<String>,
+    /// The client's AS number, where the policy has no ASN database.
+    #[serde(default)]
+    pub asn: Option<u32>,
+    /// Whether the client connection is TLS (also implied by `https://`).
+    #[serde(default)]
+    pub tls: bool,
+    /// The TLS SNI name (default: the URL's host, over TLS).
+    #[serde(default)]
+    pub sni: Option<String>,
+}
+
+impl RequestSpec {
+    /// The header lines as bytes.
+    pub fn header_lines(&self) -> Vec<Vec<u8>> {
+        self.headers.iter().map(|h| h.as_bytes().to_vec()).collect()
+    }
+}
+
+/// A synthetic request, checked: what the edge would have read off the wire.
+#[derive(Debug)]
+pub struct Synthetic {
+    pub method: String,
+    /// The URL as given (for display).
+    pub url: String,
+    /// The Host as sent: the URL's authority, or the `Host` line.
+    pub host: String,
+    /// Path and query.
+    pub target: String,
+    pub headers: HeaderMap,
+    pub peer: IpAddr,
+    pub tls: bool,
+    pub sni: Option<String>,
+    pub country: Option<String>,
+    pub asn: Option<u32>,
+}
+
+impl Synthetic {
+    /// Checks a request: the URL's scheme, each header line's name and value (any byte a header
+    /// can carry is kept, including bytes that are not UTF-8).
+    pub fn new(spec: &RequestSpec, header_lines: &[Vec<u8>]) -> anyhow::Result<Synthetic> {
+        let url = spec.url.trim();
+        let lower = url.get(..8).unwrap_or(url).to_ascii_lowercase();
+        let (https, rest) = if lower.starts_with("https://") {
+            (true, &url[8..])
+        } else if lower.starts_with("http://") {
+            (false, &url[7..])
+        } else {
+            bail!("the URL must start with http:// or https://: {url:?}");
+        };
+        let rest = rest.split('#').next().unwrap_or("");
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let (authority, target) = rest.split_at(end);
+        let target = match target {
+            "" => "/".to_owned(),
+            t if t.starts_with('?') => format!("/{t}"),
+            t => t.to_owned(),
+        };
+        let method = spec.method.as_deref().unwrap_or("GET").trim().to_owned();
+        http::Method::from_bytes(method.as_bytes())
+            .map_err(|_| anyhow::anyhow!("{method:?} is not a method"))?;
+        let mut headers = HeaderMap::new();
+        let mut host = authority.to_owned();
+        let mut host_given = false;
+        for line in header_lines {
+            let colon = line
+                .iter()
+                .position(|b| *b == b':')
+                .with_context(|| format!("a header is `Name: value`: {}", escape_bytes(line)))?;
+            let name = HeaderName::from_bytes(line[..colon].trim_ascii())
+                .with_context(|| format!("not a header name: {}", escape_bytes(&line[..colon])))?;
+            let value =
+                HeaderValue::from_bytes(line[colon + 1..].trim_ascii()).with_context(|| {
+                    format!(
+                        "a header value cannot hold this: {}",
+                        escape_bytes(&line[colon + 1..])
+                    )
+                })?;
+            if name == http::header::HOST {
+                host = signpost_policy::lossy_utf8(value.as_bytes()).into_owned();
+                host_given = true;
+            }
+            headers.append(name, value);
+        }
+        if !host_given && let Ok(value) = HeaderValue::from_str(authority) {
+            headers.insert(http::header::HOST, value);
+        }
+        let tls = spec.tls || https;
+        let sni = match &spec.sni {
+            Some(sni) => Some(sni.clone()),
+            // A client names the server it connects to: the URL's host, without a port.
+            None if tls => Some(strip_port(authority).to_owned()),
+            None => None,
+        };
+        Ok(Synthetic {
+            method,
+            url: url.to_owned(),
+            host,
+            target,
+            headers,
+            peer: match spec.ip {
+                Some(ip) => ip,
+                None => DEFAULT_CLIENT_IP.parse()?,
+            },
+            tls,
+            sni,
+            country: spec.country.clone(),
+            asn: spec.asn,
+        })
+    }
+}
+
+fn strip_port(authority: &str) -> &str {
+    if let Some(end) = authority.find(']') {
+        return &authority[..=end];
+    }
+    authority.split(':').next().unwrap_or(authority)
+}
+
+/// What the client would get.
+#[derive(Debug)]
+pub enum Response {
+    /// The edge answers itself.
+    Answer {
+        status: u16,
+        reason: String,
+        headers: Vec<(String, String)>,
+        body: bytes::Bytes,
+        /// HEAD: the body is not sent.
+        head_only: bool,
+    },
+    /// Forwarded to the zone's origin.
+    Proxied { zone: String, origin: String },
+}
+
+/// A synthetic request's trace: the edge's steps and the policy's phases, and the response.
+#[derive(Debug)]
+pub struct Traced {
+    pub request: Synthetic,
+    /// The edge's own checks before and after the policy, and the policy's phases, in order.
+    pub steps: Vec<TraceStep>,
+    /// The policy's trace (`None` when an edge step answered before the policy ran).
+    pub policy: Option<Trace>,
+    /// The step that decided, when one refused.
+    pub stopped_at: Option<String>,
+    pub response: Response,
+    /// The zone's name and origin, when a zone serves the host.
+    pub zone: Option<(String, String)>,
+    /// The deciding rule, if a rule decided.
+    pub rule_id: Option<String>,
+    /// The catalog code of the answer, when the edge answers.
+    pub code: Option<u16>,
+}
+
+/// Runs the edge's steps on `request` against `policy` at `now`, changing nothing.
+pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow::Result<Traced> {
+    let mut req = RequestHeader::build(request.method.as_str(), request.target.as_bytes(), None)
+        .map_err(|e| anyhow::anyhow!("cannot build the request: {e}"))?;
+    for (name, value) in &request.headers {
+        req.append_header(name.clone(), value.clone())
+            .map_err(|e| anyhow::anyhow!("cannot build the request: {e}"))?;
+    }
+    let head = Head::read(&req);
+    let mut steps = Vec::new();
+    let mut traced = Traced {
+        request,
+        steps: Vec::new(),
+        policy: None,
+        stopped_at: None,
+        response: Response::Proxied {
+            zone: String::new(),
+            origin: String::new(),
+        },
+        zone: None,
+        rule_id: None,
+        code: None,
+    };
+
+    // Edge step 1: what no zone accepts.
+    let unacceptable = head.unacceptable(&req);
+    steps.push(edge_step(
+        "head_limits",
+        "CONNECT (405), a target over 16 KiB (414), headers over 32 KiB (431)",
+        unacceptable,
+    ));
+    let mut refusal: Option<(u16, Option<u32>)> = unacceptable.map(|c| (c.get(), None));
+    // Edge step 2: the error test page, on every host.
+    if refusal.is_none() {
+        let page = crate::pipeline::error_page(req.uri.path());
+        let mut step = TraceStep {
+            description: "/cdn-cgi/error/<code> answers that code, on every host".into(),
+            ..edge_step("error_page", "", None)
+        };
+        if let Some(entry) = page {
+            step.matched = true;
+            step.action = Some("serve_error".into());
+            step.action_parameters
+                .push(("code".into(), entry.code.to_string()));
+            refusal = Some((entry.code.get(), None));
+        }
+        steps.push(step);
+    }
+    // Edge step 3: the policy.
+    if refusal.is_none() {
+        let r = &traced.request;
+        let facts = RequestFacts {
+            peer: r.peer,
+            host: &r.host,
+            method: &r.method,
+            uri: &r.target,
+            tls: r.tls,
+            sni: r.sni.as_deref(),
+            headers: &r.headers,
+        };
+        let trace = policy.trace_assuming(&facts, now, r.country.as_deref(), r.asn);
+        steps.extend(trace.steps.iter().cloned());
+        let d = &trace.decision;
+        traced.zone = d.zone.map(|z| {
+            let zone = policy.zone(z);
+            (zone.name.to_string(), zone.origin.to_string())
+        });
+        traced.rule_id = d.rule_id.as_deref().map(str::to_owned);
+        traced.stopped_at = trace.stopped_at.map(str::to_owned);
+        if let Verdict::Refuse { code, retry_after } = d.verdict {
+            refusal = Some((code.get(), retry_after));
+        } else if !d.fleet.is_empty() {
+            // Redis decides these; a trace does not ask it.
+            let mut step = TraceStep {
+                description: "fleet rate limits: the edge would ask Redis to count the request under each key, in order; a refusal there answers 1015".into(),
+                ..edge_step("fleet_rate_limits", "", None)
+            };
+            for check in &d.fleet {
+                step.action_parameters
+                    .push((check.rule_id().to_string(), check.key().to_owned()));
+            }
+            steps.push(step);
+        }
+        // Edge step 4: what the zone does not accept.
+        if refusal.is_none()
+            && let Some(zone) = d.zone.map(|z| policy.zone(z))
+        {
+            let code = head.zone_refuses(&req, zone);
+            steps.push(edge_step(
+                "zone_limits",
+                "TRACE and TRACK unless the zone allows them (405), a declared body over max_body_size (413)",
+                code,
+            ));
+            refusal = code.map(|c| (c.get(), None));
+        }
+        traced.policy = Some(trace);
+    }
+    if traced.stopped_at.is_none() {
+        traced.stopped_at = steps
+            .iter()
+            .find(|s| s.matched && s.kind == signpost_policy::StepKind::Phase)
+            .filter(|_| refusal.is_some())
+            .map(|s| s.step_name.clone());
+    }
+    traced.response = match refusal {
+        Some((code, retry_after)) => {
+            traced.code = Some(code);
+            answer(policy, &traced.request, &req, code, retry_after)?
+        }
+        None => match &traced.zone {
+            Some((zone, origin)) => Response::Proxied {
+                zone: zone.clone(),
+                origin: origin.clone(),
+            },
+            None => bail!("a request with neither a zone nor a refusal"),
+        },
+    };
+    traced.steps = steps;
+    Ok(traced)
+}
+
+/// An edge step (not one of the policy's phases), refusing with `code` when it is given.
+fn edge_step(name: &str, description: &str, code: Option<signpost_problem::Code>) -> TraceStep {
+    let mut step = TraceStep {
+        step_name: name.to_owned(),
+        kind: signpost_policy::StepKind::Phase,
+        description: description.to_owned(),
+        expression: None,
+        matched: code.is_some(),
+        action: None,
+        action_parameters: Vec::new(),
+        fields: Vec::new(),
+        trace: Vec::new(),
+    };
+    if let Some(code) = code {
+        step.action = Some("block".into());
+        step.action_parameters
+            .push(("code".into(), code.to_string()));
+    }
+    step
+}
+
+/// The response the edge would send for `code`, through [`Answer::new`].
+fn answer(
+    policy: &CompiledPolicy,
+    request: &Synthetic,
+    req: &RequestHeader,
+    code: u16,
+    retry_after: Option<u32>,
+) -> anyhow::Result<Response> {
+    let entry = crate::answer::entry(signpost_problem::Code::new(code));
+    let format = signpost_problem::negotiate(crate::facts::accept_of(&request.headers).as_deref());
+    let zone = signpost_policy::normalize_host(&request.host);
+    let answer = Answer::new(
+        entry,
+        format,
+        RayId::next(),
+        &zone,
+        retry_after,
+        policy.problem_branding(),
+    )
+    .map_err(|e| anyhow::anyhow!("cannot render the answer: {e}"))?;
+    let head = &answer.head;
+    Ok(Response::Answer {
+        status: head.status.as_u16(),
+        reason: head
+            .get_reason_phrase()
+            .or(head.status.canonical_reason())
+            .unwrap_or("")
+            .to_owned(),
+        headers: head
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    signpost_policy::lossy_utf8(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: answer.body.clone(),
+        head_only: req.method == http::Method::HEAD,
+    })
+}
+
+/// Bytes as text for messages: printable ASCII as is, anything else as `\xNN`.
+pub fn escape_bytes(bytes: &[u8]) -> String {
+    bytes.escape_ascii().to_string()
+}
+
+/// Text from a request, escaped for a terminal: quotes, backslashes and control characters
+/// escaped (a value cannot move the cursor or colour the screen); other characters as they are.
+fn quoted(text: &str) -> String {
+    format!("\"{}\"", text.escape_debug())
+}
+
+/// The trace as text, for people.
+pub fn to_text(t: &Traced) -> String {
+    let r = &t.request;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "request: {} {} (host {}, peer {}{})",
+        quoted(&r.method),
+        quoted(&r.url),
+        quoted(&r.host),
+        r.peer,
+        match (&r.tls, &r.sni) {
+            (true, Some(sni)) => format!(", TLS, SNI {}", quoted(sni)),
+            (true, None) => ", TLS".to_owned(),
+            _ => String::new(),
+        }
+    );
+    if let Some(p) = &t.policy {
+        let _ = writeln!(out, "client: {}", p.decision.client_ip);
+    }
+    let _ = writeln!(out);
+    for (i, step) in t.steps.iter().enumerate() {
+        let mark = if step.matched { "■" } else { "·" };
+        let _ = writeln!(
+            out,
+            "{:>2} {mark} {:<18} {}",
+            i + 1,
+            step.step_name,
+            step.description
+        );
+        write_details(&mut out, step, "        ");
+        for rule in &step.trace {
+            let mark = if rule.matched { "✓" } else { "✗" };
+            let _ = writeln!(
+                out,
+                "      {mark} {} {}: {}",
+                rule.action.as_deref().unwrap_or("-"),
+                quoted(&rule.step_name),
+                rule.description
+            );
+            if let Some(e) = &rule.expression {
+                let _ = writeln!(out, "          expression: {e}");
+            }
+            write_details(&mut out, rule, "          ");
+        }
+    }
+    let _ = writeln!(out);
+    match &t.stopped_at {
+        Some(at) => {
+            let _ = writeln!(out, "evaluation stopped at: {at}");
+        }
+        None => {
+            let _ = writeln!(out, "evaluation ran every step");
+        }
+    }
+    if let Some(rule) = &t.rule_id {
+        let _ = writeln!(out, "deciding rule: {}", quoted(rule));
+    }
+    if let Some(p) = &t.policy
+        && !p.decision.logged.is_empty()
+    {
+        let logged: Vec<String> = p.decision.logged.iter().map(|l| quoted(l)).collect();
+        let _ = writeln!(out, "logged by: {}", logged.join(", "));
+    }
+    match &t.response {
+        Response::Proxied { zone, origin } => {
+            let _ = writeln!(
+                out,
+                "response: proxied to zone {} at origin {origin}; the origin answers",
+                quoted(zone)
+            );
+        }
+        Response::Answer {
+            status,
+            reason,
+            headers,
+            body,
+            head_only,
+        } => {
+            if let Some((zone, _)) = &t.zone {
+                let _ = writeln!(out, "zone: {}", quoted(zone));
+            }
+            let _ = writeln!(out, "response:\n");
+            let _ = writeln!(out, "HTTP/1.1 {status} {reason}");
+            for (name, value) in headers {
+                let _ = writeln!(out, "{name}: {value}");
+            }
+            let _ = writeln!(out);
+            if *head_only {
+                let _ = writeln!(out, "(HEAD: no body is sent)");
+            } else {
+                out.push_str(&String::from_utf8_lossy(body));
+                if !body.ends_with(b"\n") {
+                    out.push('\n');
+                }
+            }
+        }
+    }
+    out
+}
+
+fn write_details(out: &mut String, step: &TraceStep, indent: &str) {
+    for (name, value) in &step.fields {
+        let _ = writeln!(out, "{indent}{name} = {}", quoted(value));
+    }
+    if !step.action_parameters.is_empty() {
+        let params: Vec<String> = step
+            .action_parameters
+            .iter()
+            .map(|(k, v)| format!("{k}={}", quoted(v)))
+            .collect();
+        let _ = writeln!(out, "{indent}[{}]", params.join(" "));
+    }
+}
+
+fn step_json(step: &TraceStep) -> Value {
+    let params: Map<String, Value> = step
+        .action_parameters
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let fields: Map<String, Value> = step
+        .fields
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    json!({
+        "step_name": step.step_name,
+        "type": step.kind.as_str(),
+        "description": step.description,
+        "expression": step.expression,
+        "matched": step.matched,
+        "action": step.action,
+        "action_parameters": params,
+        "fields": fields,
+        "trace": step.trace.iter().map(step_json).collect::<Vec<_>>(),
+    })
+}
+
+/// The trace as JSON: the shape `docs/policy.md` documents ("Trace as JSON").
+pub fn to_json(t: &Traced) -> Value {
+    let r = &t.request;
+    let decision = t.policy.as_ref().map(|p| &p.decision);
+    let response = match &t.response {
+        Response::Proxied { zone, origin } => json!({
+            "proxied": true,
+            "zone": zone,
+            "origin": origin,
+        }),
+        Response::Answer {
+            status,
+            reason,
+            headers,
+            body,
+            head_only,
+        } => json!({
+            "proxied": false,
+            "status": status,
+            "reason": reason,
+            "headers": headers.iter().map(|(n, v)| json!([n, v])).collect::<Vec<_>>(),
+            "body": if *head_only { String::new() } else { String::from_utf8_lossy(body).into_owned() },
+        }),
+    };
+    json!({
+        "request": {
+            "method": r.method,
+            "url": r.url,
+            "host": r.host,
+            "peer": r.peer.to_string(),
+            "client_ip": decision.map(|d| d.client_ip.to_string()),
+            "tls": r.tls,
+            "sni": r.sni,
+        },
+        "status_code": match &t.response {
+            Response::Answer { status, .. } => Some(*status),
+            Response::Proxied { .. } => None,
+        },
+        "code": t.code,
+        "verdict": if t.code.is_some() { "refuse" } else { "proxy" },
+        "rule_id": t.rule_id,
+        "zone": t.zone.as_ref().map(|(z, _)| z),
+        "origin": t.zone.as_ref().map(|(_, o)| o),
+        "stopped_at": t.stopped_at,
+        "logged": decision.map(|d| d.logged.iter().map(|l| l.to_string()).collect::<Vec<_>>()).unwrap_or_default(),
+        "trace": t.steps.iter().map(step_json).collect::<Vec<_>>(),
+        "response": response,
+    })
+}
+
+/// `signpost trace`: one synthetic request against a policy file, as text or JSON.
+pub fn command(
+    config: &std::path::Path,
+    spec: &RequestSpec,
+    header_lines: &[Vec<u8>],
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let policy = CompiledPolicy::load(config, None).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let request = Synthetic::new(spec, header_lines)?;
+    let notes = geo_notes(&policy, &request);
+    let traced = run(&policy, request, Instant::now())?;
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        let mut value = to_json(&traced);
+        value["notes"] = json!(notes);
+        writeln!(out, "{}", serde_json::to_string_pretty(&value)?)?;
+    } else {
+        for note in &notes {
+            writeln!(out, "note: {note}")?;
+        }
+        out.write_all(to_text(&traced).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Where `--country`/`--asn` are ignored because the policy's database answers, say so.
+fn geo_notes(policy: &CompiledPolicy, request: &Synthetic) -> Vec<String> {
+    let (country_db, asn_db) = policy.geo_databases();
+    let mut notes = Vec::new();
+    if country_db && request.country.is_some() {
+        notes.push("--country is ignored: the policy's country database answers".to_owned());
+    }
+    if asn_db && request.asn.is_some() {
+        notes.push("--asn is ignored: the policy's ASN database answers".to_owned());
+    }
+    let two_letters = |c: &str| c.len() == 2 && c.bytes().all(|b| b.is_ascii_alphabetic());
+    if let Some(c) = &request.country
+        && !country_db
+        && !two_letters(c)
+    {
+        notes.push(format!(
+            "--country {} is not a two-letter code: ignored",
+            quoted(c)
+        ));
+    }
+    notes
+}
+
+/// A cases file: `[[case]]` entries.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CasesFile {
+    #[serde(default)]
+    case: Vec<Case>,
+}
+
+/// One test case: a request (the fields of [`RequestSpec`]) and what is expected of it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Case {
+    name: String,
+    url: String,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    headers: Vec<String>,
+    #[serde(default)]
+    ip: Option<IpAddr>,
+    #[serde(default)]
+    country: Option<String>,
+    #[serde(default)]
+    asn: Option<u32>,
+    #[serde(default)]
+    tls: bool,
+    #[serde(default)]
+    sni: Option<String>,
+    expect: Expect,
+}
+
+impl Case {
+    fn request(&self) -> RequestSpec {
+        RequestSpec {
+            url: self.url.clone(),
+            method: self.method.clone(),
+            headers: self.headers.clone(),
+            ip: self.ip,
+            country: self.country.clone(),
+            asn: self.asn,
+            tls: self.tls,
+            sni: self.sni.clone(),
+        }
+    }
+}
+
+/// What a case expects; any subset.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Expect {
+    /// The status the edge answers with (a proxied request has none: the origin's).
+    status: Option<u16>,
+    /// The catalog code the edge answers with.
+    code: Option<u16>,
+    /// The id of the rule that decided (`""`: no rule decided).
+    rule: Option<String>,
+    /// The zone serving the host (`""`: none).
+    zone: Option<String>,
+    /// The zone's origin, as `http://host:port`.
+    origin: Option<String>,
+    /// Whether the request is forwarded to the origin.
+    proxied: Option<bool>,
+}
+
+/// The differences between what `case` expects and what `traced` shows, one line each.
+fn differences(expect: &Expect, traced: &Traced) -> Vec<String> {
+    fn show<T: std::fmt::Display>(v: Option<T>) -> String {
+        v.map_or_else(|| "none".to_owned(), |v| v.to_string())
+    }
+    let mut out = Vec::new();
+    let status = match &traced.response {
+        Response::Answer { status, .. } => Some(*status),
+        Response::Proxied { .. } => None,
+    };
+    let proxied = matches!(traced.response, Response::Proxied { .. });
+    let zone = traced.zone.as_ref().map(|(z, _)| z.as_str());
+    let origin = traced.zone.as_ref().map(|(_, o)| o.as_str());
+    if let Some(want) = expect.status
+        && status != Some(want)
+    {
+        let got = if proxied {
+            "proxied (the origin answers)".to_owned()
+        } else {
+            show(status)
+        };
+        out.push(format!("status: expected {want}, got {got}"));
+    }
+    if let Some(want) = expect.code
+        && traced.code != Some(want)
+    {
+        out.push(format!("code: expected {want}, got {}", show(traced.code)));
+    }
+    let text = |want: &Option<String>, got: Option<&str>, what: &str, out: &mut Vec<String>| {
+        let got = got.unwrap_or("");
+        if let Some(want) = want
+            && want != got
+        {
+            out.push(format!(
+                "{what}: expected {}, got {}",
+                quoted(want),
+                quoted(got)
+            ));
+        }
+    };
+    text(&expect.rule, traced.rule_id.as_deref(), "rule", &mut out);
+    text(&expect.zone, zone, "zone", &mut out);
+    text(&expect.origin, origin, "origin", &mut out);
+    if let Some(want) = expect.proxied
+        && want != proxied
+    {
+        out.push(format!("proxied: expected {want}, got {proxied}"));
+    }
+    out
+}
+
+/// `signpost test <policy> <cases>`: every case passed or failed, with the differences, then
+/// `N passed, M failed`. Exit status 1 when a case failed, 2 when the files cannot be read.
+pub fn test_command(
+    policy_path: &std::path::Path,
+    cases_path: &std::path::Path,
+) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    let policy = match CompiledPolicy::load(policy_path, None) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let cases: CasesFile = match std::fs::read_to_string(cases_path)
+        .map_err(anyhow::Error::from)
+        .and_then(|text| toml::from_str(&text).map_err(anyhow::Error::from))
+    {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{}: {e}", cases_path.display());
+            return ExitCode::from(2);
+        }
+    };
+    let (mut passed, mut failed) = (0usize, 0usize);
+    for case in &cases.case {
+        // Each case is traced: it counts nothing, so cases do not depend on their order.
+        let result = Synthetic::new(&case.request(), &case.request().header_lines())
+            .and_then(|request| run(&policy, request, Instant::now()));
+        let problems = match result {
+            Ok(traced) => differences(&case.expect, &traced),
+            Err(e) => vec![format!("the request cannot be traced: {e:#}")],
+        };
+        if problems.is_empty() {
+            passed += 1;
+            println!("PASS {}", quoted(&case.name));
+        } else {
+            failed += 1;
+            println!("FAIL {}", quoted(&case.name));
+            for p in problems {
+                println!("     {p}");
+            }
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    if failed > 0 {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
