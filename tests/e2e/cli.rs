@@ -161,3 +161,17 @@ fn run_refuses_to_start_on_an_address_in_use() {
     }
     drop(taken);
 }
+
+#[test]
+fn the_example_policy_passes_its_shipped_test_cases() {
+    let policy = repo_root().join("config/example.toml");
+    let cases = repo_root().join("config/example.cases.toml");
+    let (code, stdout, stderr) =
+        signpost(&["test", policy.to_str().unwrap(), cases.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!stdout.contains("FAIL"), "{stdout}");
+    let summary = stdout.lines().last().unwrap_or_default();
+    assert!(summary.ends_with(" passed, 0 failed"), "{stdout}");
+    let passed: usize = summary.split(' ').next().unwrap().parse().unwrap();
+    assert!(passed >= 15, "{stdout}");
+}

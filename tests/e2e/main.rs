@@ -29,5 +29,7 @@ mod policy;
 mod proxy;
 // TLS listeners: HTTP/1.1 and HTTP/2 by ALPN, 1013 on a Host/SNI mismatch.
 mod tls;
+// Explaining decisions: `signpost trace` (text and JSON) and `signpost test`.
+mod trace;
 // HTTP/2 and TLS abuse: premature resets, control floods, zero-window readers, silent handshakes.
 mod h2_abuse;

@@ -145,10 +145,10 @@ pub struct TraceArgs {
     /// The client's address (the TCP peer).
     #[arg(long, default_value = trace::DEFAULT_CLIENT_IP)]
     pub ip: std::net::IpAddr,
-    /// The client's country, where the policy has no country database.
+    /// The client's country (ISO 3166-1 alpha-2), instead of the country database's answer.
     #[arg(long)]
     pub country: Option<String>,
-    /// The client's AS number, where the policy has no ASN database.
+    /// The client's AS number, instead of the ASN database's answer.
     #[arg(long)]
     pub asn: Option<u32>,
     /// The client connection is TLS (implied by an https:// URL).

@@ -39,10 +39,10 @@ pub struct RequestSpec {
     /// The TCP peer (default [`DEFAULT_CLIENT_IP`]).
     #[serde(default)]
     pub ip: Option<IpAddr>,
-    /// The client's country, where the policy has no country database.
+    /// The client's country, instead of the country database's answer.
     #[serde(default)]
     pub country: Option<String>,
-    /// The client's AS number, where the policy has no ASN database.
+    /// The client's AS number, instead of the ASN database's answer.
     #[serde(default)]
     pub asn: Option<u32>,
     /// Whether the client connection is TLS (also implied by `https://`).
@@ -388,7 +388,18 @@ pub fn escape_bytes(bytes: &[u8]) -> String {
 /// Text from a request, escaped for a terminal: quotes, backslashes and control characters
 /// escaped (a value cannot move the cursor or colour the screen); other characters as they are.
 fn quoted(text: &str) -> String {
-    format!("\"{}\"", text.escape_debug())
+    let mut out = String::with_capacity(text.len() + 2);
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 /// The trace as text, for people.
@@ -606,24 +617,36 @@ pub fn command(
     Ok(())
 }
 
-/// Where `--country`/`--asn` are ignored because the policy's database answers, say so.
+/// What `--country`/`--asn` do to the trace, in words.
 fn geo_notes(policy: &CompiledPolicy, request: &Synthetic) -> Vec<String> {
     let (country_db, asn_db) = policy.geo_databases();
     let mut notes = Vec::new();
-    if country_db && request.country.is_some() {
-        notes.push("--country is ignored: the policy's country database answers".to_owned());
+    if let Some(c) = &request.country {
+        if c.len() == 2 && c.bytes().all(|b| b.is_ascii_alphabetic()) {
+            notes.push(format!(
+                "the client's country is taken as {}{}",
+                quoted(&c.to_ascii_uppercase()),
+                if country_db {
+                    ", not the country database's answer"
+                } else {
+                    ""
+                }
+            ));
+        } else {
+            notes.push(format!(
+                "--country {} is not a two-letter code: ignored",
+                quoted(c)
+            ));
+        }
     }
-    if asn_db && request.asn.is_some() {
-        notes.push("--asn is ignored: the policy's ASN database answers".to_owned());
-    }
-    let two_letters = |c: &str| c.len() == 2 && c.bytes().all(|b| b.is_ascii_alphabetic());
-    if let Some(c) = &request.country
-        && !country_db
-        && !two_letters(c)
-    {
+    if let Some(asn) = request.asn {
         notes.push(format!(
-            "--country {} is not a two-letter code: ignored",
-            quoted(c)
+            "the client's AS number is taken as {asn}{}",
+            if asn_db {
+                ", not the ASN database's answer"
+            } else {
+                ""
+            }
         ));
     }
     notes

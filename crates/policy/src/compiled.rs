@@ -167,9 +167,9 @@ impl CompiledPolicy {
         self.trace_assuming(facts, now, None, None)
     }
 
-    /// [`trace`](Self::trace), taking `country` (ISO 3166-1 alpha-2) and `asn` as the client's
-    /// where the policy has no database to look them up (where it has one, the database
-    /// answers). A `country` that is not two letters is ignored.
+    /// [`trace`](Self::trace), taking `country` (ISO 3166-1 alpha-2) and `asn`, when given, as
+    /// the client's instead of what the policy's databases say: what would a client from there
+    /// get. A `country` that is not two letters is ignored.
     pub fn trace_assuming(
         &self,
         facts: &RequestFacts<'_>,

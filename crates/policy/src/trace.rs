@@ -144,7 +144,7 @@ pub(crate) trait Tracer {
     fn phase(&mut self, step: impl FnOnce() -> TraceStep);
     /// A rule of the current phase was considered.
     fn rule(&mut self, step: impl FnOnce() -> TraceStep);
-    /// The country and AS number to assume where the policy has no database to look them up.
+    /// The country and AS number to assume instead of the databases' answers.
     fn assumed_geo(&self) -> (Option<Country>, Option<u32>) {
         (None, None)
     }

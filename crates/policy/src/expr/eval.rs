@@ -64,13 +64,13 @@ impl<'r> Cx<'r> {
         }
     }
 
-    /// Takes `country` and `asn` as the client's where no database answers: a trace's
-    /// assumption, for a policy without geo databases.
+    /// Takes `country` and `asn`, when given, as the client's instead of what the databases
+    /// say: a trace's assumption ("what if this client came from there").
     pub(crate) fn assume_geo(&self, country: Option<Country>, asn: Option<u32>) {
-        if self.country_db.is_none() && country.is_some() {
+        if country.is_some() {
             let _ = self.country.set(country);
         }
-        if self.asn_db.is_none() && asn.is_some() {
+        if asn.is_some() {
             let _ = self.asn.set(asn);
         }
     }

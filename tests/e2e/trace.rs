@@ -1,0 +1,567 @@
+//! `signpost trace` and `signpost test`: the real binary explains a decision phase by phase, as
+//! text and as JSON, and runs test cases with the exit status a CI job branches on.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::support::*;
+
+fn run(args: &[&OsStr]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_signpost"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn example() -> std::path::PathBuf {
+    repo_root().join("config/example.toml")
+}
+
+/// `signpost trace --config <policy> <args>` as text; exit status 0 expected.
+fn trace_text(policy: &Path, args: &[&str]) -> String {
+    let mut all: Vec<&OsStr> = vec![
+        OsStr::new("trace"),
+        OsStr::new("--config"),
+        policy.as_os_str(),
+    ];
+    all.extend(args.iter().map(OsStr::new));
+    let (code, stdout, stderr) = run(&all);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    stdout
+}
+
+/// `signpost trace --json --config <policy> <args>`, parsed.
+fn trace_json_os(policy: &Path, args: &[OsString]) -> Value {
+    let mut all: Vec<&OsStr> = vec![
+        OsStr::new("trace"),
+        OsStr::new("--json"),
+        OsStr::new("--config"),
+        policy.as_os_str(),
+    ];
+    all.extend(args.iter().map(OsString::as_os_str));
+    let (code, stdout, stderr) = run(&all);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+fn trace_json(policy: &Path, args: &[&str]) -> Value {
+    let args: Vec<OsString> = args.iter().map(OsString::from).collect();
+    trace_json_os(policy, &args)
+}
+
+/// The step named `name` in a trace's `trace` list.
+fn step<'a>(trace: &'a Value, name: &str) -> &'a Value {
+    trace["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step_name"] == name)
+        .unwrap_or_else(|| panic!("no step {name} in {trace:#}"))
+}
+
+/// The rule `id` considered by the phase `phase`.
+fn rule<'a>(trace: &'a Value, phase: &str, id: &str) -> &'a Value {
+    step(trace, phase)["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step_name"] == id)
+        .unwrap_or_else(|| panic!("no rule {id} in {phase}: {trace:#}"))
+}
+
+/// A refusal's JSON: the verdict, code, rule, the phase that stopped, and the response's status
+/// and `cf-ray`, which is the body's `ray_id` when the body is JSON.
+fn assert_refused(t: &Value, code: u64, status: u64, rule_id: Option<&str>, phase: &str) {
+    assert_eq!(t["verdict"], "refuse", "{t:#}");
+    assert_eq!(t["code"], code, "{t:#}");
+    assert_eq!(t["status_code"], status, "{t:#}");
+    assert_eq!(t["response"]["status"], status, "{t:#}");
+    assert_eq!(t["response"]["proxied"], false);
+    assert_eq!(t["stopped_at"], phase, "{t:#}");
+    match rule_id {
+        Some(id) => assert_eq!(t["rule_id"], id, "{t:#}"),
+        None => assert!(t["rule_id"].is_null(), "{t:#}"),
+    }
+    let stopped = step(t, phase);
+    assert_eq!(stopped["type"], "phase");
+    assert_eq!(stopped["matched"], true);
+    assert_eq!(stopped["action"], "block");
+    assert_eq!(stopped["action_parameters"]["code"], code.to_string());
+    // The phases after the one that stopped are listed, not run.
+    let names: Vec<&str> = t["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step_name"].as_str().unwrap())
+        .collect();
+    if let Some(at) = names.iter().position(|n| *n == phase) {
+        for later in &t["trace"].as_array().unwrap()[at + 1..] {
+            assert_eq!(later["matched"], false, "{later:#}");
+            assert!(later["trace"].as_array().unwrap().is_empty(), "{later:#}");
+        }
+    }
+}
+
+#[test]
+fn trace_of_a_request_that_passes_every_phase() {
+    let t = trace_json(
+        &example(),
+        &[
+            "--url",
+            "http://www.example.com/products?page=2",
+            "-H",
+            "User-Agent: Mozilla/5.0",
+            "--ip",
+            "192.0.2.10",
+        ],
+    );
+    assert_eq!(t["verdict"], "proxy");
+    assert!(t["status_code"].is_null());
+    assert!(t["code"].is_null());
+    assert_eq!(t["zone"], "www");
+    assert_eq!(t["origin"], "http://127.0.0.1:8000");
+    assert_eq!(t["response"]["proxied"], true);
+    assert_eq!(t["response"]["zone"], "www");
+    assert!(t["stopped_at"].is_null());
+    assert_eq!(t["request"]["client_ip"], "192.0.2.10");
+    let names: Vec<&str> = t["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["step_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "head_limits",
+            "error_page",
+            "tls_sni",
+            "host_routing",
+            "access_rules",
+            "browser_check",
+            "hotlink",
+            "legal_rules",
+            "custom_rules",
+            "rate_limits",
+            "zone_limits"
+        ]
+    );
+    for s in t["trace"].as_array().unwrap() {
+        assert_eq!(s["matched"], false, "{s:#}");
+        assert_eq!(s["type"], "phase");
+    }
+    let route = rule(&t, "host_routing", "www");
+    assert_eq!(route["matched"], true);
+    assert_eq!(route["action"], "route");
+    assert_eq!(
+        route["action_parameters"]["origin"],
+        "http://127.0.0.1:8000"
+    );
+    assert_eq!(
+        step(&t, "host_routing")["fields"]["http.host"],
+        "www.example.com"
+    );
+    // The custom rules each show their expression, the values they read, and no match.
+    let wp = rule(&t, "custom_rules", "wordpress-probes");
+    assert_eq!(wp["type"], "rule");
+    assert_eq!(wp["matched"], false);
+    assert_eq!(wp["action"], "block");
+    assert!(
+        wp["expression"]
+            .as_str()
+            .unwrap()
+            .starts_with("http.request.uri.path matches")
+    );
+    assert_eq!(wp["fields"]["http.request.uri.path"], "/products");
+    // Rate limits: the key the request is counted under and the count it would reach.
+    let everyone = rule(&t, "rate_limits", "everyone");
+    assert_eq!(everyone["matched"], true);
+    assert_eq!(everyone["action"], "rate_limit");
+    assert_eq!(everyone["action_parameters"]["key"], "ip.src=192.0.2.10");
+    assert_eq!(everyone["action_parameters"]["count"], "1");
+    assert_eq!(everyone["action_parameters"]["requests_per_period"], "300");
+    assert_eq!(everyone["action_parameters"]["scope"], "instance");
+    let login = rule(&t, "rate_limits", "login");
+    assert_eq!(login["matched"], false);
+    assert!(login["action_parameters"]["count"].is_null());
+
+    let text = trace_text(
+        &example(),
+        &[
+            "--url",
+            "http://www.example.com/",
+            "-H",
+            "User-Agent: Mozilla/5.0",
+        ],
+    );
+    assert!(text.contains("evaluation ran every step"), "{text}");
+    assert!(
+        text.contains("response: proxied to zone \"www\" at origin http://127.0.0.1:8000"),
+        "{text}"
+    );
+    assert!(text.contains("key=\"ip.src=192.0.2.1\""), "{text}");
+}
+
+#[test]
+fn trace_of_a_request_refused_by_each_phase() {
+    let ua = "User-Agent: Mozilla/5.0";
+    let policy = example();
+    // TLS: the Host is not the server the handshake named.
+    let t = trace_json(
+        &policy,
+        &[
+            "--url",
+            "https://www.example.com/",
+            "--sni",
+            "api.example.com",
+            "-H",
+            ua,
+        ],
+    );
+    assert_refused(&t, 1013, 403, None, "tls_sni");
+    assert_eq!(step(&t, "tls_sni")["fields"]["tls.sni"], "api.example.com");
+    // Host routing: no zone serves the host.
+    let t = trace_json(&policy, &["--url", "http://other.org/", "-H", ua]);
+    assert_refused(&t, 1001, 409, None, "host_routing");
+    assert!(t["zone"].is_null());
+    assert_eq!(rule(&t, "host_routing", "host_routing")["matched"], false);
+    assert_eq!(step(&t, "host_routing")["fields"]["http.host"], "other.org");
+    // Access: a listed address.
+    let t = trace_json(
+        &policy,
+        &[
+            "--url",
+            "http://example.com/",
+            "--ip",
+            "198.51.100.70",
+            "-H",
+            ua,
+        ],
+    );
+    assert_refused(&t, 1006, 403, Some("abusers"), "access_rules");
+    let abusers = rule(&t, "access_rules", "abusers");
+    assert_eq!(abusers["matched"], true);
+    assert_eq!(abusers["action"], "block");
+    assert!(
+        abusers["expression"]
+            .as_str()
+            .unwrap()
+            .contains("198.51.100.64/26")
+    );
+    assert_eq!(
+        step(&t, "access_rules")["fields"]["ip.src"],
+        "198.51.100.70"
+    );
+    assert_eq!(rule(&t, "access_rules", "office")["matched"], false);
+    // Browser check: no User-Agent.
+    let t = trace_json(&policy, &["--url", "http://example.com/"]);
+    assert_refused(&t, 1010, 403, Some("browser-signature"), "browser_check");
+    let b = rule(&t, "browser_check", "browser-signature");
+    assert_eq!(b["matched"], true);
+    assert_eq!(b["fields"]["http.user_agent"], "");
+    // Hotlink.
+    let t = trace_json(
+        &policy,
+        &[
+            "--url",
+            "http://example.com/img/cat.png",
+            "-H",
+            ua,
+            "-H",
+            "Referer: https://elsewhere.org/",
+        ],
+    );
+    assert_refused(&t, 1011, 403, Some("hotlink"), "hotlink");
+    assert_eq!(
+        rule(&t, "hotlink", "hotlink")["fields"]["http.referer"],
+        "https://elsewhere.org/"
+    );
+    // Legal.
+    let t = trace_json(
+        &policy,
+        &[
+            "--url",
+            "http://example.com/media/disputed-video.mp4",
+            "-H",
+            ua,
+        ],
+    );
+    assert_refused(&t, 1026, 451, Some("dmca-2026-0042"), "legal_rules");
+    // Custom rules: the rules before the match are shown, the match decides.
+    let t = trace_json(
+        &policy,
+        &[
+            "--url",
+            "http://example.com/wp-login.php",
+            "-H",
+            ua,
+            "-H",
+            "Accept: application/json",
+        ],
+    );
+    assert_refused(&t, 1020, 403, Some("wordpress-probes"), "custom_rules");
+    let custom: Vec<&str> = step(&t, "custom_rules")["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["step_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(custom, ["log-admin", "health-checks", "wordpress-probes"]);
+    assert_eq!(
+        rule(&t, "custom_rules", "wordpress-probes")["matched"],
+        true
+    );
+    // The response is the one a client gets: negotiated JSON, its ray id in cf-ray.
+    let headers = t["response"]["headers"].as_array().unwrap();
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|h| h[0] == name)
+            .map(|h| h[1].as_str().unwrap().to_owned())
+    };
+    assert_eq!(
+        header("content-type").as_deref(),
+        Some("application/json; charset=utf-8")
+    );
+    let body: Value = serde_json::from_str(t["response"]["body"].as_str().unwrap()).unwrap();
+    assert_eq!(body["error_code"], 1020);
+    assert_eq!(body["zone"], "example.com");
+    assert_eq!(
+        Some(body["ray_id"].as_str().unwrap().to_owned()),
+        header("cf-ray")
+    );
+    assert_eq!(
+        header("content-length"),
+        Some(t["response"]["body"].as_str().unwrap().len().to_string())
+    );
+
+    // The same refusals as text: the phases in order, the rule, the exact response.
+    let text = trace_text(
+        &policy,
+        &["--url", "http://example.com/wp-login.php", "-H", ua],
+    );
+    assert!(
+        text.contains("evaluation stopped at: custom_rules"),
+        "{text}"
+    );
+    assert!(
+        text.contains("deciding rule: \"wordpress-probes\""),
+        "{text}"
+    );
+    assert!(
+        text.contains("✓ block \"wordpress-probes\": the expression matches"),
+        "{text}"
+    );
+    assert!(text.contains("HTTP/1.1 403 Forbidden"), "{text}");
+    assert!(
+        text.contains("<!DOCTYPE html>") || text.contains("<!doctype html>"),
+        "HTML by default: {text}"
+    );
+    let text = trace_text(
+        &policy,
+        &[
+            "--url",
+            "http://other.org/x",
+            "-H",
+            ua,
+            "-H",
+            "Accept: text/markdown",
+        ],
+    );
+    assert!(
+        text.contains("evaluation stopped at: host_routing"),
+        "{text}"
+    );
+    assert!(text.contains("no zone serves this host"), "{text}");
+    assert!(text.contains("error_code: 1001"), "{text}");
+}
+
+#[test]
+fn trace_of_country_and_asn_rules_uses_the_policy_databases() {
+    let scratch = Scratch::new("trace-geo");
+    let (country, asn) = geo_databases(&scratch.0);
+    let policy = scratch.write(
+        "geo.toml",
+        &format!(
+            "[geo]\ncountry_db = {country:?}\nasn_db = {asn:?}\n\
+             [[zone]]\nname = \"a\"\nhosts = [\"example.com\"]\norigin = \"127.0.0.1:1\"\n\
+             [[access_rule]]\nid = \"no-gb\"\naction = \"block\"\ncountry = [\"GB\"]\n\
+             [[access_rule]]\nid = \"no-as1221\"\naction = \"block\"\nasn = [1221]\n"
+        ),
+    );
+    let t = trace_json(
+        &policy,
+        &["--url", "http://example.com/", "--ip", "81.2.69.142"],
+    );
+    assert_refused(&t, 1009, 403, Some("no-gb"), "access_rules");
+    assert_eq!(step(&t, "access_rules")["fields"]["ip.src.country"], "GB");
+    let t = trace_json(
+        &policy,
+        &["--url", "http://example.com/", "--ip", "1.128.0.1"],
+    );
+    assert_refused(&t, 1005, 403, Some("no-as1221"), "access_rules");
+    assert_eq!(step(&t, "access_rules")["fields"]["ip.src.asnum"], "1221");
+    // --country and --asn stand in for the databases' answers: what would a client from there
+    // get; the trace says so.
+    let t = trace_json(
+        &policy,
+        &["--url", "http://example.com/", "--ip", "192.0.2.1"],
+    );
+    assert_eq!(t["verdict"], "proxy", "{t:#}");
+    assert_eq!(step(&t, "access_rules")["fields"]["ip.src.country"], "");
+    let t = trace_json(
+        &policy,
+        &[
+            "--url",
+            "http://example.com/",
+            "--ip",
+            "192.0.2.1",
+            "--country",
+            "gb",
+        ],
+    );
+    assert_refused(&t, 1009, 403, Some("no-gb"), "access_rules");
+    assert_eq!(step(&t, "access_rules")["fields"]["ip.src.country"], "GB");
+    assert!(
+        t["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("not the country database's answer"),
+        "{t:#}"
+    );
+    let t = trace_json(
+        &policy,
+        &[
+            "--url",
+            "http://example.com/",
+            "--ip",
+            "81.2.69.142",
+            "--country",
+            "SE",
+        ],
+    );
+    assert_eq!(t["verdict"], "proxy", "{t:#}");
+    let t = trace_json(&policy, &["--url", "http://example.com/", "--asn", "1221"]);
+    assert_refused(&t, 1005, 403, Some("no-as1221"), "access_rules");
+}
+
+#[test]
+fn trace_shows_invalid_header_bytes_as_the_rules_see_them() {
+    let policy = example();
+    // A User-Agent with bytes that are not UTF-8 next to a blocked tool's name: each reads as
+    // U+FFFD, the text around them is kept, and the browser check still sees `sqlmap`.
+    let mut ua = b"User-Agent: \xff\xfesqlmap/1.7 caf".to_vec();
+    ua.extend_from_slice(b"\xe9");
+    let args = vec![
+        OsString::from("--url"),
+        OsString::from("http://example.com/"),
+        OsString::from("-H"),
+        OsStr::from_bytes(&ua).to_os_string(),
+    ];
+    let t = trace_json_os(&policy, &args);
+    assert_refused(&t, 1010, 403, Some("browser-signature"), "browser_check");
+    let b = rule(&t, "browser_check", "browser-signature");
+    assert_eq!(
+        b["fields"]["http.user_agent"],
+        "\u{fffd}\u{fffd}sqlmap/1.7 caf\u{fffd}"
+    );
+    assert!(
+        b["description"].as_str().unwrap().contains("(?i)sqlmap"),
+        "{b:#}"
+    );
+    // As text, the value is quoted and escaped: a tab shows as \t, not as whitespace.
+    let mut all: Vec<&OsStr> = vec![
+        OsStr::new("trace"),
+        OsStr::new("--config"),
+        policy.as_os_str(),
+    ];
+    let tabbed = OsStr::from_bytes(b"User-Agent: a\tb\xff");
+    all.extend([
+        OsStr::new("--url"),
+        OsStr::new("http://example.com/"),
+        OsStr::new("-H"),
+        tabbed,
+    ]);
+    let (code, text, stderr) = run(&all);
+    assert_eq!(code, 0, "{text}{stderr}");
+    assert!(
+        text.contains("http.user_agent = \"a\\tb\u{fffd}\""),
+        "{text}"
+    );
+    // A value a header cannot carry is refused with the bytes shown escaped.
+    let mut all: Vec<&OsStr> = vec![
+        OsStr::new("trace"),
+        OsStr::new("--config"),
+        policy.as_os_str(),
+    ];
+    all.extend([
+        OsStr::new("--url"),
+        OsStr::new("http://example.com/"),
+        OsStr::new("-H"),
+        OsStr::from_bytes(b"X-A: \x1b[31mred"),
+    ]);
+    let (code, _, stderr) = run(&all);
+    assert_eq!(code, 2);
+    assert!(stderr.contains("\\x1b[31mred"), "{stderr}");
+    assert!(
+        !stderr.contains('\x1b'),
+        "no raw escape reaches the terminal: {stderr}"
+    );
+}
+
+#[test]
+fn signpost_test_reports_passes_failures_and_exit_status() {
+    let scratch = Scratch::new("test-cases");
+    let cases = scratch.write(
+        "cases.toml",
+        r#"
+[[case]]
+name = "probe blocked"
+url = "http://example.com/wp-admin/"
+headers = ["User-Agent: Mozilla/5.0"]
+expect = { status = 403, code = 1020, rule = "wordpress-probes", zone = "www" }
+
+[[case]]
+name = "wrong expectations"
+url = "http://example.com/"
+headers = ["User-Agent: Mozilla/5.0"]
+expect = { status = 403, code = 1020, rule = "nope", zone = "api", origin = "http://127.0.0.1:9" }
+"#,
+    );
+    let (code, stdout, stderr) =
+        run(&[OsStr::new("test"), example().as_os_str(), cases.as_os_str()]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    assert!(stdout.contains("PASS \"probe blocked\""), "{stdout}");
+    assert!(stdout.contains("FAIL \"wrong expectations\""), "{stdout}");
+    for diff in [
+        "status: expected 403, got proxied (the origin answers)",
+        "code: expected 1020, got none",
+        "rule: expected \"nope\", got \"\"",
+        "zone: expected \"api\", got \"www\"",
+        "origin: expected \"http://127.0.0.1:9\", got \"http://127.0.0.1:8000\"",
+    ] {
+        assert!(stdout.contains(diff), "{diff} in {stdout}");
+    }
+    assert!(
+        stdout.trim_end().ends_with("1 passed, 1 failed"),
+        "{stdout}"
+    );
+
+    // A cases file with a typo is an error (2), not a pass.
+    let bad = scratch.write(
+        "bad.toml",
+        "[[case]]\nname = \"x\"\nurl = \"http://example.com/\"\nexpect = { stauts = 200 }\n",
+    );
+    let (code, _, stderr) = run(&[OsStr::new("test"), example().as_os_str(), bad.as_os_str()]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("stauts"), "{stderr}");
+}
