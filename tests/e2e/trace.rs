@@ -565,3 +565,132 @@ expect = { status = 403, code = 1020, rule = "nope", zone = "api", origin = "htt
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("stauts"), "{stderr}");
 }
+
+/// `POST /trace` on the edge's admin listener.
+fn admin_trace(edge: &Edge, request: &Value) -> (u16, Value) {
+    let response = reqwest::blocking::Client::new()
+        .post(format!("http://{}/trace", edge.admin))
+        .json(request)
+        .send()
+        .unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().unwrap();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}")),
+    )
+}
+
+#[test]
+fn admin_trace_reads_the_live_counters_without_changing_them_and_follows_reloads() {
+    let limit = r#"
+[[rate_limit]]
+id = "six-a-minute"
+expression = 'http.request.uri.path eq "/counted"'
+period = "1m"
+requests_per_period = 6
+"#;
+    let (origin, edge) = echo_edge("admin-trace", limit, "", &[]);
+    let http = client(&edge);
+    for _ in 0..5 {
+        let status = http.get(edge.url("/counted")).send().unwrap().status();
+        assert_eq!(status, 200);
+    }
+    let request = serde_json::json!({
+        "url": "http://example.com/counted",
+        "ip": "127.0.0.1",
+        "headers": ["Accept: application/json"],
+    });
+    let count =
+        |t: &Value| rule(t, "rate_limits", "six-a-minute")["action_parameters"]["count"].clone();
+    // Five counted: this request would be the sixth, within the limit; asked twice, the count
+    // does not move.
+    for _ in 0..2 {
+        let (status, t) = admin_trace(&edge, &request);
+        assert_eq!(status, 200, "{t:#}");
+        assert_eq!(count(&t), "6", "{t:#}");
+        assert_eq!(t["verdict"], "proxy", "{t:#}");
+        assert_eq!(t["request"]["client_ip"], "127.0.0.1");
+    }
+    // Had the traces counted, the sixth real request would be over the limit.
+    assert_eq!(http.get(edge.url("/counted")).send().unwrap().status(), 200);
+    let (_, t) = admin_trace(&edge, &request);
+    assert_eq!(count(&t), "7", "{t:#}");
+    assert_eq!(t["verdict"], "refuse", "{t:#}");
+    assert_eq!(t["code"], 1015);
+    assert_eq!(t["status_code"], 429);
+    assert_eq!(t["rule_id"], "six-a-minute");
+    let body: Value = serde_json::from_str(t["response"]["body"].as_str().unwrap()).unwrap();
+    assert!(body["retry_after"].as_u64().unwrap() >= 1, "{body:#}");
+
+    // After a reload, the trace is the new policy's.
+    let o = origin.addr.to_string();
+    let blocked = format!(
+        "{limit}\n[[custom_rule]]\nid = \"new-rule\"\naction = \"block\"\nexpression = 'http.request.uri.path eq \"/counted\"'\n"
+    );
+    std::fs::write(
+        &edge.config,
+        policy(edge.addr, edge.admin, &o, &blocked, ""),
+    )
+    .unwrap();
+    edge.signal("HUP");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let (_, t) = admin_trace(&edge, &request);
+        if t["rule_id"] == "new-rule" {
+            assert_eq!(t["code"], 1020);
+            assert_eq!(t["stopped_at"], "custom_rules");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the reload did not reach /trace: {t:#}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+
+    // Not a request description: 400 with the reason; not POST: 405.
+    let (status, t) = admin_trace(&edge, &serde_json::json!({ "url": "ftp://x/" }));
+    assert_eq!(status, 400);
+    assert!(t["error"].as_str().unwrap().contains("http://"), "{t:#}");
+    let (status, _) = admin_get(&edge, "/trace");
+    assert_eq!(status, 405);
+}
+
+#[test]
+fn admin_trace_beyond_loopback_needs_the_operator_to_opt_in() {
+    // The admin listener binds all addresses: /trace is refused unless the policy opts in.
+    for (opt_in, want) in [("", 403), ("admin_trace = true\n", 200)] {
+        let edge = Edge::start(
+            "admin-trace-open",
+            |l, a| {
+                policy(
+                    l,
+                    format!("0.0.0.0:{}", a.port()).parse().unwrap(),
+                    "127.0.0.1:9",
+                    opt_in,
+                    "",
+                )
+            },
+            &[],
+        );
+        let response = reqwest::blocking::Client::new()
+            .post(format!("http://127.0.0.1:{}/trace", edge.admin.port()))
+            .json(&serde_json::json!({ "url": "http://example.com/" }))
+            .send()
+            .unwrap();
+        assert_eq!(response.status().as_u16(), want);
+        let body: Value = response.json().unwrap();
+        if want == 403 {
+            assert!(
+                body["error"]
+                    .as_str()
+                    .unwrap()
+                    .contains("admin_trace = true"),
+                "{body:#}"
+            );
+        } else {
+            assert_eq!(body["zone"], "test", "{body:#}");
+        }
+    }
+}

@@ -1,4 +1,6 @@
-//! The admin listener: `/metrics`, `/healthz`, `/readyz`. Bound to loopback unless the policy says otherwise.
+//! The admin listener: `/metrics`, `/healthz`, `/readyz`, and `POST /trace`. Bound to loopback
+//! unless the policy says otherwise; `/trace` is refused on any other address unless the policy
+//! opts in with `admin_trace = true` (a trace shows the policy's rules and the counters' state).
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
@@ -18,18 +20,89 @@ pub struct Admin {
     metrics: Arc<Metrics>,
     /// The edge's listen addresses, probed by `/readyz`.
     listeners: Vec<String>,
+    /// Whether this listener is bound to a loopback address: only local users can reach it.
+    on_loopback: bool,
 }
+
+/// The largest `/trace` request body read: a request description, not a request's body.
+const MAX_TRACE_BODY: usize = 64 * 1024;
 
 impl Admin {
     pub fn new(
         policy: Arc<ArcSwap<Loaded>>,
         metrics: Arc<Metrics>,
         listeners: Vec<String>,
+        bound_to: &str,
     ) -> Admin {
         Admin {
             policy,
             metrics,
             listeners,
+            on_loopback: is_loopback(bound_to),
+        }
+    }
+
+    /// `POST /trace`: the body is a request as JSON (the fields of a test case), traced against
+    /// the policy the edge has loaded, with its databases and its rate-limit counters as they are
+    /// now; nothing is counted.
+    async fn trace(&self, session: &mut ServerSession) -> Response<Vec<u8>> {
+        let json = "application/json; charset=utf-8";
+        let error = |status, message: String| {
+            text(
+                status,
+                json,
+                serde_json::json!({ "error": message }).to_string() + "\n",
+            )
+        };
+        let loaded = self.policy.load_full();
+        if !self.on_loopback && !loaded.policy.admin_trace() {
+            return error(
+                StatusCode::FORBIDDEN,
+                "/trace is served on a loopback admin listener only; set `admin_trace = true` in the policy to serve it here".into(),
+            );
+        }
+        if session.req_header().method != http::Method::POST {
+            return error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "POST a request as JSON, e.g. {\"url\": \"http://example.com/\"}".into(),
+            );
+        }
+        let mut body = Vec::new();
+        loop {
+            match session.read_request_body().await {
+                Ok(Some(chunk)) => {
+                    body.extend_from_slice(&chunk);
+                    if body.len() > MAX_TRACE_BODY {
+                        return error(
+                            StatusCode::PAYLOAD_TOO_LARGE,
+                            format!("the request description is over {MAX_TRACE_BODY} bytes"),
+                        );
+                    }
+                }
+                Ok(None) => break,
+                Err(e) => return error(StatusCode::BAD_REQUEST, format!("reading the body: {e}")),
+            }
+        }
+        let spec: crate::trace::RequestSpec = match serde_json::from_slice(&body) {
+            Ok(spec) => spec,
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("not a request description: {e}"),
+                );
+            }
+        };
+        let traced =
+            crate::trace::Synthetic::new(&spec, &spec.header_lines()).and_then(|request| {
+                crate::trace::run(&loaded.policy, request, std::time::Instant::now())
+            });
+        match traced {
+            Ok(traced) => text(
+                StatusCode::OK,
+                json,
+                crate::trace::to_json(&traced).to_string() + "\n",
+            ),
+            Err(e) => error(StatusCode::BAD_REQUEST, format!("{e:#}")),
         }
     }
 
@@ -44,6 +117,12 @@ impl Admin {
         }
         Ok(())
     }
+}
+
+/// Whether an admin address (`ip:port`, as the policy checked it) is a loopback one.
+fn is_loopback(addr: &str) -> bool {
+    addr.parse::<SocketAddr>()
+        .is_ok_and(|a| a.ip().is_loopback())
 }
 
 /// Where to connect to reach a listener: a wildcard bind address is reached over loopback.
@@ -89,6 +168,7 @@ impl ServeHttp for Admin {
                         listeners: this.0,
                         policy: this.1,
                         metrics: this.2,
+                        on_loopback: true,
                     }
                     .ready()
                 })
@@ -121,10 +201,11 @@ impl ServeHttp for Admin {
                     self.metrics.encode(),
                 )
             }
+            "/trace" => self.trace(session).await,
             _ => text(
                 StatusCode::NOT_FOUND,
                 "text/plain; charset=utf-8",
-                "not found: try /metrics, /healthz or /readyz\n".into(),
+                "not found: try /metrics, /healthz, /readyz or POST /trace\n".into(),
             ),
         }
     }

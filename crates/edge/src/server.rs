@@ -87,7 +87,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
 
     if let Some(admin_addr) = &admin_addr {
         let listen_addrs = listeners.iter().map(|l| l.addr.clone()).collect();
-        let admin = Admin::new(policy.clone(), metrics.clone(), listen_addrs);
+        let admin = Admin::new(policy.clone(), metrics.clone(), listen_addrs, admin_addr);
         let mut service = Service::new("signpost admin".to_string(), admin);
         service.add_tcp(admin_addr);
         server.add_service(service);

@@ -23,6 +23,7 @@ use crate::verdict::Verdict;
 pub struct CompiledPolicy {
     listeners: Vec<Listener>,
     admin: Option<String>,
+    admin_trace: bool,
     branding: BrandingConfig,
     /// `branding` as the problem renderers take it, made once per load.
     problem_branding: signpost_problem::Branding,
@@ -77,6 +78,7 @@ impl CompiledPolicy {
         Ok(CompiledPolicy {
             listeners: policy.listeners,
             admin: policy.admin,
+            admin_trace: policy.admin_trace,
             problem_branding: policy.branding.to_problem_branding(),
             branding: policy.branding,
             connections: policy.connections,
@@ -112,6 +114,12 @@ impl CompiledPolicy {
     /// The admin listener address (`127.0.0.1:9901` unless set; `None` when `admin = "off"`).
     pub fn admin(&self) -> Option<&str> {
         self.admin.as_deref()
+    }
+
+    /// Whether the admin listener serves `/trace` even when it is bound beyond loopback
+    /// (`admin_trace = true`); on loopback it always does.
+    pub fn admin_trace(&self) -> bool {
+        self.admin_trace
     }
 
     /// All zones, in file order: a [`ZoneId`]'s index is its place here.

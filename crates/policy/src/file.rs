@@ -14,6 +14,8 @@ pub(crate) struct PolicyFile {
     #[serde(default)]
     pub listener: Vec<Spanned<ListenerFile>>,
     pub admin: Option<Spanned<String>>,
+    /// Whether the admin listener serves `/trace` when it is bound beyond loopback.
+    pub admin_trace: Option<bool>,
     pub errors: Option<ErrorsFile>,
     pub connections: Option<ConnectionsFile>,
     pub client_ip: Option<Spanned<ClientIpFile>>,

@@ -200,6 +200,7 @@ pub struct Zone {
 pub(crate) struct Policy {
     pub listeners: Vec<Listener>,
     pub admin: Option<String>,
+    pub admin_trace: bool,
     pub branding: BrandingConfig,
     pub connections: Connections,
     pub zones: Vec<Zone>,
@@ -304,6 +305,7 @@ pub(crate) fn validate(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Pa
     Policy {
         listeners,
         admin,
+        admin_trace: file.admin_trace.unwrap_or(false),
         branding,
         connections,
         zones,
