@@ -165,7 +165,7 @@ impl CustomRules {
     fn record_left_out<T: Tracer>(&self, t: &mut T, cx: &Cx<'_>, range: std::ops::Range<usize>) {
         for r in self.rules.get(range).unwrap_or_default() {
             t.rule(|| TraceStep {
-                description: "cannot match: the index left it out (a value it needs is absent)"
+                description: "cannot match this request: the rule index left it out unevaluated"
                     .into(),
                 ..expression_step(&r.id, &r.filter, cx, false, r.action)
             });

@@ -291,7 +291,6 @@ pub(crate) fn check<T: Tracer>(
             let (count, outcome) = r.limiter.peek(key, now);
             t.rule(|| {
                 let over = matches!(outcome, Outcome::Limited(_));
-                let (_, limit, _) = r.limiter.limits();
                 r.step(
                     cx,
                     true,
@@ -302,7 +301,6 @@ pub(crate) fn check<T: Tracer>(
                     },
                 )
                 .param("count", count)
-                .param("limit", limit)
             });
             outcome
         } else {
