@@ -818,3 +818,74 @@ pub fn test_command(
         ExitCode::SUCCESS
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn synthetic(url: &str, headers: &[&[u8]]) -> anyhow::Result<Synthetic> {
+        let spec = RequestSpec {
+            url: url.to_owned(),
+            ..RequestSpec::default()
+        };
+        let lines: Vec<Vec<u8>> = headers.iter().map(|h| h.to_vec()).collect();
+        Synthetic::new(&spec, &lines)
+    }
+
+    #[test]
+    fn a_url_gives_host_target_and_tls() {
+        let r = synthetic("HTTPS://Shop.Example.com:8443?q=1#frag", &[]).unwrap();
+        assert_eq!(r.host, "Shop.Example.com:8443");
+        assert_eq!(r.target, "/?q=1");
+        assert!(r.tls);
+        assert_eq!(r.sni.as_deref(), Some("Shop.Example.com"));
+        assert_eq!(r.headers.get("host").unwrap(), "Shop.Example.com:8443");
+        assert_eq!(r.method, "GET");
+        assert_eq!(r.peer.to_string(), DEFAULT_CLIENT_IP);
+
+        let r = synthetic("http://[2001:db8::1]:8080/a/b", &[]).unwrap();
+        assert_eq!(
+            (r.host.as_str(), r.target.as_str()),
+            ("[2001:db8::1]:8080", "/a/b")
+        );
+        assert!(!r.tls && r.sni.is_none());
+        assert_eq!(strip_port("[2001:db8::1]:8080"), "[2001:db8::1]");
+    }
+
+    #[test]
+    fn a_host_line_replaces_the_urls_authority() {
+        let r = synthetic("http://example.com/", &[b"Host: other.org", b"X-A:  v "]).unwrap();
+        assert_eq!(r.host, "other.org");
+        assert_eq!(r.headers.get_all("host").iter().count(), 1);
+        assert_eq!(r.headers.get("x-a").unwrap(), "v");
+    }
+
+    #[test]
+    fn bad_requests_are_errors_not_panics() {
+        for (url, headers) in [
+            ("ftp://example.com/", &[][..]),
+            ("example.com/", &[][..]),
+            ("", &[][..]),
+            ("http://é.example/", &[&b"no colon"[..]][..]),
+            ("http://example.com/", &[&b"Bad Name: x"[..]][..]),
+            ("http://example.com/", &[&b"X: a\x1bb"[..]][..]),
+        ] {
+            let err = synthetic(url, headers).map(|_| ()).unwrap_err().to_string();
+            assert!(!err.contains('\x1b'), "{err}");
+        }
+        let spec = RequestSpec {
+            url: "http://example.com/".into(),
+            method: Some("GE T".into()),
+            ..RequestSpec::default()
+        };
+        assert!(Synthetic::new(&spec, &[]).is_err());
+    }
+
+    #[test]
+    fn quoting_escapes_what_a_terminal_would_act_on() {
+        assert_eq!(
+            quoted("a\"b\\c\u{1b}[31m\td\u{fffd}é"),
+            "\"a\\\"b\\\\c\\u{1b}[31m\\td\u{fffd}é\""
+        );
+    }
+}
