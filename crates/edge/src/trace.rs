@@ -153,6 +153,21 @@ impl Synthetic {
     }
 }
 
+impl Synthetic {
+    /// The request as the policy sees it.
+    pub fn facts(&self) -> RequestFacts<'_> {
+        RequestFacts {
+            peer: self.peer,
+            host: &self.host,
+            method: &self.method,
+            uri: &self.target,
+            tls: self.tls,
+            sni: self.sni.as_deref(),
+            headers: &self.headers,
+        }
+    }
+}
+
 fn strip_port(authority: &str) -> &str {
     if let Some(end) = authority.find(']') {
         return &authority[..=end];
@@ -246,15 +261,7 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
     // Edge step 3: the policy.
     if refusal.is_none() {
         let r = &traced.request;
-        let facts = RequestFacts {
-            peer: r.peer,
-            host: &r.host,
-            method: &r.method,
-            uri: &r.target,
-            tls: r.tls,
-            sni: r.sni.as_deref(),
-            headers: &r.headers,
-        };
+        let facts = r.facts();
         let trace = policy.trace_assuming(&facts, now, r.country.as_deref(), r.asn);
         steps.extend(trace.steps.iter().cloned());
         let d = &trace.decision;
@@ -680,8 +687,16 @@ struct Case {
     tls: bool,
     #[serde(default)]
     sni: Option<String>,
+    /// How many times the same request is sent (and counted by the rate limits) before the one
+    /// traced: a case about a rate limit. Such a case gets a policy of its own, with fresh
+    /// counters.
+    #[serde(default)]
+    sent_before: u32,
     expect: Expect,
 }
+
+/// The most requests a case may send before the one it traces.
+const MAX_SENT_BEFORE: u32 = 1_000_000;
 
 impl Case {
     fn request(&self) -> RequestSpec {
@@ -794,8 +809,23 @@ pub fn test_command(
     let (mut passed, mut failed) = (0usize, 0usize);
     for case in &cases.case {
         // Each case is traced: it counts nothing, so cases do not depend on their order.
-        let result = Synthetic::new(&case.request(), &case.request().header_lines())
-            .and_then(|request| run(&policy, request, Instant::now()));
+        let result =
+            Synthetic::new(&case.request(), &case.request().header_lines()).and_then(|request| {
+                let now = Instant::now();
+                if case.sent_before == 0 {
+                    return run(&policy, request, now);
+                }
+                if case.sent_before > MAX_SENT_BEFORE {
+                    bail!("sent_before is at most {MAX_SENT_BEFORE}");
+                }
+                // Counters of its own, so that the cases do not depend on each other's order.
+                let own =
+                    CompiledPolicy::load(policy_path, None).map_err(|e| anyhow::anyhow!("{e}"))?;
+                for _ in 0..case.sent_before {
+                    let _ = own.decide(&request.facts(), now);
+                }
+                run(&own, request, now)
+            });
         let problems = match result {
             Ok(traced) => differences(&case.expect, &traced),
             Err(e) => vec![format!("the request cannot be traced: {e:#}")],
