@@ -344,6 +344,90 @@ fn trace_of_a_request_refused_by_each_phase() {
         Some(t["response"]["body"].as_str().unwrap().len().to_string())
     );
 
+    // Each refusal as text: where evaluation stopped, the deciding rule, the exact status line.
+    let refusals: [(&[&str], &str, Option<&str>, &str); 7] = [
+        (
+            &[
+                "--url",
+                "https://www.example.com/",
+                "--sni",
+                "api.example.com",
+                "-H",
+                ua,
+            ],
+            "tls_sni",
+            None,
+            "HTTP/1.1 403 Forbidden",
+        ),
+        (
+            &["--url", "http://other.org/", "-H", ua],
+            "host_routing",
+            None,
+            "HTTP/1.1 409 Conflict",
+        ),
+        (
+            &[
+                "--url",
+                "http://example.com/",
+                "--ip",
+                "198.51.100.70",
+                "-H",
+                ua,
+            ],
+            "access_rules",
+            Some("abusers"),
+            "HTTP/1.1 403 Forbidden",
+        ),
+        (
+            &["--url", "http://example.com/"],
+            "browser_check",
+            Some("browser-signature"),
+            "HTTP/1.1 403 Forbidden",
+        ),
+        (
+            &[
+                "--url",
+                "http://example.com/a.png",
+                "-H",
+                ua,
+                "-H",
+                "Referer: https://elsewhere.org/",
+            ],
+            "hotlink",
+            Some("hotlink"),
+            "HTTP/1.1 403 Forbidden",
+        ),
+        (
+            &[
+                "--url",
+                "http://example.com/media/disputed-video.mp4",
+                "-H",
+                ua,
+            ],
+            "legal_rules",
+            Some("dmca-2026-0042"),
+            "HTTP/1.1 451 Unavailable For Legal Reasons",
+        ),
+        (
+            &["--url", "http://example.com/wp-admin/", "-H", ua],
+            "custom_rules",
+            Some("wordpress-probes"),
+            "HTTP/1.1 403 Forbidden",
+        ),
+    ];
+    for (args, phase, rule_id, status_line) in refusals {
+        let text = trace_text(&policy, args);
+        assert!(
+            text.contains(&format!("evaluation stopped at: {phase}")),
+            "{text}"
+        );
+        assert!(text.contains(&format!("■ {phase}")), "{text}");
+        if let Some(id) = rule_id {
+            assert!(text.contains(&format!("deciding rule: \"{id}\"")), "{text}");
+        }
+        assert!(text.contains(status_line), "{status_line} in {text}");
+    }
+
     // The same refusals as text: the phases in order, the rule, the exact response.
     let text = trace_text(
         &policy,
