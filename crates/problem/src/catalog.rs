@@ -37,6 +37,8 @@ pub enum Category {
     Cloudflare,
     /// 5xx: TLS between edge and origin failed: the site owner must fix it.
     Ssl,
+    /// 4xx answered by the origin itself: the request cannot succeed as sent; change it.
+    Client,
 }
 
 impl Category {
@@ -56,6 +58,7 @@ impl Category {
             Category::Origin => "origin",
             Category::Cloudflare => "cloudflare",
             Category::Ssl => "ssl",
+            Category::Client => "client",
         }
     }
 }
@@ -98,6 +101,9 @@ pub struct CatalogEntry {
     pub signpost_own: bool,
     /// Fields whose value is this project's choice rather than a documented fact.
     pub inferred: Vec<String>,
+    /// True for the entries that describe an origin's own error (see [`origin_entry`]): the
+    /// body says `cloudflare_error: false` and `source: origin`.
+    pub from_origin: bool,
     wire_title: String,
 }
 
@@ -123,6 +129,21 @@ impl CatalogEntry {
 #[serde(deny_unknown_fields)]
 struct CatalogFile {
     error: Vec<RawEntry>,
+    #[serde(default)]
+    origin_error: Vec<RawOriginEntry>,
+}
+
+/// An origin status the catalog describes (`[[origin_error]]`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawOriginEntry {
+    status: u16,
+    title: String,
+    error_name: String,
+    detail: String,
+    retryable: bool,
+    retry_after: Option<u32>,
+    what_you_should_do: String,
 }
 
 #[derive(Deserialize)]
@@ -236,6 +257,7 @@ fn build(text: &str) -> Result<Vec<CatalogEntry>, Vec<String>> {
             doc_page,
             signpost_own: raw.signpost,
             inferred: raw.inferred,
+            from_origin: false,
         });
     }
     entries.sort_by_key(|e| e.code);
@@ -262,6 +284,104 @@ static CATALOG: LazyLock<Vec<CatalogEntry>> = LazyLock::new(|| {
     // The data is compiled in and `catalog_is_valid` checks it, so this cannot fail at run time.
     build(CATALOG_TOML).unwrap_or_else(|errors| panic!("invalid catalog.toml: {errors:#?}"))
 });
+
+/// One entry per status from 400 to 599 for errors the origin answered: the catalog's
+/// `[[origin_error]]` entry for the status, or the generic entry of its class.
+fn build_origin(text: &str) -> Result<Vec<CatalogEntry>, Vec<String>> {
+    let file: CatalogFile = toml::from_str(text).map_err(|e| vec![e.to_string()])?;
+    let mut errors = Vec::new();
+    let mut given: Vec<Option<RawOriginEntry>> = (400..=599).map(|_| None).collect();
+    for raw in file.origin_error {
+        let status = raw.status;
+        let mut bad = |msg: String| errors.push(format!("origin_error {status}: {msg}"));
+        if !(400..=599).contains(&status) {
+            bad("status is not a 4xx or 5xx".into());
+            continue;
+        }
+        if raw.retryable != raw.retry_after.is_some() {
+            bad("retry_after must be present exactly when retryable".into());
+        }
+        if !raw.what_you_should_do.starts_with("**") {
+            bad("what_you_should_do must open with a bold instruction".into());
+        }
+        if !raw.title.bytes().all(|b| b == b' ' || b.is_ascii_graphic()) {
+            bad("title must be printable ASCII".into());
+        }
+        let slot = &mut given[usize::from(status - 400)];
+        if slot.is_some() {
+            bad("listed twice".into());
+        }
+        *slot = Some(raw);
+    }
+    let entries = given
+        .into_iter()
+        .zip(400u16..=599)
+        .map(|(raw, status)| {
+            let server = status >= 500;
+            let raw = raw.unwrap_or_else(|| RawOriginEntry {
+                status,
+                title: if server { "Server error" } else { "Client error" }.into(),
+                error_name: if server {
+                    "origin_server_error"
+                } else {
+                    "origin_client_error"
+                }
+                .into(),
+                detail: if server {
+                    format!("The site's origin server answered {status}: it failed to handle the request.")
+                } else {
+                    format!("The site's origin server answered {status}: it will not serve the request as sent.")
+                },
+                retryable: false,
+                retry_after: None,
+                what_you_should_do: if server {
+                    "**Do not retry at once.** The origin failed on this request; report the ray ID to the site owner if it persists."
+                } else {
+                    "**Do not retry as-is.** Change the request, then send it again."
+                }
+                .into(),
+            });
+            CatalogEntry {
+                wire_title: format!("Error {status}: {}", raw.title),
+                code: Code::new(status),
+                status,
+                title: raw.title,
+                error_name: raw.error_name,
+                error_category: if server {
+                    Category::Origin
+                } else {
+                    Category::Client
+                },
+                detail: raw.detail,
+                retryable: raw.retryable,
+                retry_after: raw.retry_after,
+                // A server error at the origin is the site's to fix; a client error is the
+                // client's.
+                owner_action_required: server,
+                what_you_should_do: raw.what_you_should_do,
+                doc_page: None,
+                signpost_own: false,
+                inferred: Vec::new(),
+                from_origin: true,
+            }
+        })
+        .collect();
+    if errors.is_empty() {
+        Ok(entries)
+    } else {
+        Err(errors)
+    }
+}
+
+static ORIGIN: LazyLock<Vec<CatalogEntry>> = LazyLock::new(|| {
+    // Compiled in and checked by `origin_entries_are_valid`, so this cannot fail at run time.
+    build_origin(CATALOG_TOML).unwrap_or_else(|errors| panic!("invalid catalog.toml: {errors:#?}"))
+});
+
+/// The entry for an error the origin answered with `status`, `None` outside 400-599.
+pub fn origin_entry(status: u16) -> Option<&'static CatalogEntry> {
+    ORIGIN.get(usize::from(status.checked_sub(400)?))
+}
 
 /// Every entry, sorted by code.
 pub fn catalog() -> &'static [CatalogEntry] {
@@ -314,6 +434,32 @@ mod tests {
         if let Err(errors) = build(CATALOG_TOML) {
             panic!("catalog.toml is invalid:\n{}", errors.join("\n"));
         }
+    }
+
+    #[test]
+    fn origin_entries_are_valid() {
+        if let Err(errors) = build_origin(CATALOG_TOML) {
+            panic!(
+                "catalog.toml's origin errors are invalid:\n{}",
+                errors.join("\n")
+            );
+        }
+        for status in 400..=599 {
+            let e = origin_entry(status).expect("every 4xx and 5xx");
+            assert_eq!((e.code.get(), e.status), (status, status));
+            assert!(e.from_origin && !e.signpost_own);
+        }
+        assert!(origin_entry(399).is_none() && origin_entry(600).is_none());
+        assert!(origin_entry(0).is_none());
+        let e = origin_entry(503).unwrap();
+        assert_eq!(
+            (e.error_name.as_str(), e.retry_after),
+            ("origin_unavailable", Some(60))
+        );
+        let e = origin_entry(404).unwrap();
+        assert_eq!((e.error_category, e.retryable), (Category::Client, false));
+        assert_eq!(origin_entry(599).unwrap().error_name, "origin_server_error");
+        assert_eq!(origin_entry(418).unwrap().error_name, "origin_client_error");
     }
 
     #[test]

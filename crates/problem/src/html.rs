@@ -3,10 +3,11 @@
 use askama::Template;
 use pulldown_cmark::{Options, Parser, html};
 
-use crate::problem::{Branding, Problem};
+use crate::problem::{Branding, View};
 
 /// The page. askama escapes every `{{ }}` for HTML; only `guidance_html`, rendered here from
-/// the catalog's trusted Markdown, is marked safe.
+/// the catalog's or the operator's trusted Markdown (a request's value reaches it only through a
+/// token, escaped as Markdown text), is marked safe.
 #[derive(Template)]
 #[template(path = "problem.html")]
 struct Page<'a> {
@@ -23,25 +24,26 @@ struct Page<'a> {
     footer: &'a str,
 }
 
-pub(crate) fn render(problem: &Problem<'_>, branding: &Branding) -> Vec<u8> {
+pub(crate) fn render(view: &View<'_>, branding: &Branding) -> Vec<u8> {
+    let problem = view.problem;
     let entry = problem.entry;
-    let guidance = problem.guidance();
+    let guidance = &view.guidance;
     let mut guidance_html = String::with_capacity(guidance.len() * 2);
     html::push_html(
         &mut guidance_html,
-        Parser::new_ext(&guidance, Options::empty()),
+        Parser::new_ext(guidance, Options::empty()),
     );
     let page = Page {
         code: entry.code.get(),
-        title: &entry.title,
-        wire_title: entry.wire_title(),
-        detail: &entry.detail,
+        title: &view.title,
+        wire_title: &view.wire_title,
+        detail: &view.detail,
         guidance_html,
         ray_id: problem.ray_id,
         timestamp: problem.timestamp_string(),
         zone: problem.zone,
-        status: entry.status,
-        retry_after: problem.effective_retry_after(),
+        status: view.status,
+        retry_after: view.retry_after,
         footer: &branding.footer,
     };
     // Rendering to a String only fails if a Display impl fails, which ours do not; fall back

@@ -1,9 +1,12 @@
 //! The flat RFC 9457 JSON body, members in the contract's order.
 
 use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::catalog::Category;
-use crate::problem::{Branding, Problem};
+use crate::custom::{Custom, FIXED_MEMBERS, HEADER_MEMBERS};
+use crate::problem::{Branding, View};
+use crate::tokens::{Escape, TokenValues, expand};
 
 /// The wire object. Field order here is the member order on the wire (serde keeps declaration
 /// order), and serde_json does the escaping.
@@ -22,6 +25,10 @@ struct Body<'a> {
     timestamp: &'a str,
     zone: &'a str,
     cloudflare_error: bool,
+    /// `"origin"` on an origin's error answered in the contract's shape; absent on the edge's
+    /// own, whose bodies stay Cloudflare's byte for byte.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    source: Option<&'static str>,
     retryable: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     retry_after: Option<u32>,
@@ -30,16 +37,21 @@ struct Body<'a> {
     footer: &'a str,
 }
 
-pub(crate) fn render(problem: &Problem<'_>, branding: &Branding) -> Vec<u8> {
+pub(crate) fn render(
+    view: &View<'_>,
+    branding: &Branding,
+    custom: &Custom,
+    tokens: &TokenValues<'_>,
+) -> Vec<u8> {
+    let problem = view.problem;
     let entry = problem.entry;
     let type_uri = branding.type_uri(entry);
     let timestamp = problem.timestamp_string();
-    let guidance = problem.guidance();
     let body = Body {
         type_uri: &type_uri,
-        title: entry.wire_title(),
-        status: entry.status,
-        detail: &entry.detail,
+        title: &view.wire_title,
+        status: view.status,
+        detail: &view.detail,
         instance: problem.ray_id,
         error_code: entry.code.get(),
         error_name: &entry.error_name,
@@ -47,15 +59,53 @@ pub(crate) fn render(problem: &Problem<'_>, branding: &Branding) -> Vec<u8> {
         ray_id: problem.ray_id,
         timestamp: &timestamp,
         zone: problem.zone,
-        // Always true: agents written against Cloudflare check it to tell edge errors from
-        // origin errors, and every body made here is the edge's.
-        cloudflare_error: true,
-        retryable: entry.retryable,
-        retry_after: problem.effective_retry_after(),
+        // Agents written against Cloudflare check it to tell edge errors from origin errors:
+        // true on every body the edge made, false on an origin's error it reshaped.
+        cloudflare_error: !entry.from_origin,
+        source: entry.from_origin.then_some("origin"),
+        retryable: view.retryable,
+        retry_after: view.retry_after,
         owner_action_required: entry.owner_action_required,
-        what_you_should_do: &guidance,
+        what_you_should_do: &view.guidance,
         footer: &branding.footer,
     };
-    // Cannot fail: strings, integers and booleans only, written to memory.
-    serde_json::to_vec(&body).unwrap_or_default()
+    let Some(extra) = &custom.json else {
+        // Cannot fail: strings, integers and booleans only, written to memory.
+        return serde_json::to_vec(&body).unwrap_or_default();
+    };
+    let mut object = match serde_json::to_value(&body) {
+        Ok(Value::Object(object)) => object,
+        _ => Map::new(),
+    };
+    merge(&mut object, extra, tokens);
+    serde_json::to_vec(&Value::Object(object)).unwrap_or_default()
+}
+
+/// Merges the operator's members into the contract's object: a member the contract keeps
+/// (fixed or header-bound) is skipped whatever the policy said, a text member replaces the
+/// contract's, any other is added after them. Token values go into JSON strings unescaped:
+/// serde_json escapes the whole string when it writes it.
+fn merge(object: &mut Map<String, Value>, extra: &Map<String, Value>, tokens: &TokenValues<'_>) {
+    for (key, value) in extra {
+        if FIXED_MEMBERS.contains(&key.as_str()) || HEADER_MEMBERS.contains(&key.as_str()) {
+            continue;
+        }
+        object.insert(key.clone(), expand_value(value, tokens));
+    }
+}
+
+fn expand_value(value: &Value, tokens: &TokenValues<'_>) -> Value {
+    match value {
+        Value::String(s) => Value::String(expand(s, tokens, Escape::None)),
+        Value::Array(items) => {
+            Value::Array(items.iter().map(|v| expand_value(v, tokens)).collect())
+        }
+        Value::Object(members) => Value::Object(
+            members
+                .iter()
+                .map(|(k, v)| (k.clone(), expand_value(v, tokens)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }

@@ -40,14 +40,28 @@
 
 mod catalog;
 mod code;
+mod custom;
 mod html;
 mod json;
 mod markdown;
 mod negotiate;
 mod problem;
+mod tokens;
 
-pub use catalog::{CatalogEntry, Category, catalog, lookup, lookup_path_code, not_found};
+pub use catalog::{
+    CatalogEntry, Category, catalog, lookup, lookup_path_code, not_found, origin_entry,
+};
 pub use code::Code;
+pub use custom::{
+    Custom, FIXED_MEMBERS, HEADER_MEMBERS, MAX_ASSET_BYTES, MAX_INLINE_CONTENT, TEXT_MEMBERS,
+    check_json_content,
+};
 pub use markdown::yaml_scalar;
 pub use negotiate::{Format, MAX_ACCEPT_ENTRIES, negotiate};
-pub use problem::{Branding, CACHE_CONTROL, Problem, RAY_ID_HEADER, Rendered, render};
+pub use problem::{
+    Branding, CACHE_CONTROL, DEFAULT_RETRY_AFTER, Problem, RAY_ID_HEADER, Rendered, render,
+    render_custom,
+};
+pub use tokens::{
+    Escape, TOKENS, TokenValues, escape_into, expand, markdown_text, token_list, unknown_tokens,
+};

@@ -2,9 +2,17 @@
 
 use std::fmt::Write as _;
 
-use crate::problem::{Branding, Problem};
+use crate::custom::Custom;
+use crate::problem::{Branding, View};
+use crate::tokens::{TokenValues, expand_markdown, markdown_literal};
 
-pub(crate) fn render(problem: &Problem<'_>, branding: &Branding) -> Vec<u8> {
+pub(crate) fn render(
+    view: &View<'_>,
+    branding: &Branding,
+    custom: &Custom,
+    tokens: &TokenValues<'_>,
+) -> Vec<u8> {
+    let problem = view.problem;
     let entry = problem.entry;
     let mut out = String::with_capacity(768 + problem.zone.len());
     // `write!` to a String cannot fail; the results are ignored for that reason.
@@ -12,7 +20,7 @@ pub(crate) fn render(problem: &Problem<'_>, branding: &Branding) -> Vec<u8> {
     let _ = writeln!(out, "error_code: {}", entry.code);
     let _ = writeln!(out, "error_name: {}", entry.error_name);
     let _ = writeln!(out, "error_category: {}", entry.error_category);
-    let _ = writeln!(out, "status: {}", entry.status);
+    let _ = writeln!(out, "status: {}", view.status);
     out.push_str("ray_id: ");
     yaml_scalar(&mut out, problem.ray_id);
     // Quoted on purpose: a plain `2026-03-09T11:11:28Z` is a timestamp in YAML 1.1, so
@@ -24,9 +32,13 @@ pub(crate) fn render(problem: &Problem<'_>, branding: &Branding) -> Vec<u8> {
         problem.timestamp_string()
     );
     yaml_scalar(&mut out, problem.zone);
-    out.push_str("\ncloudflare_error: true\n");
-    let _ = writeln!(out, "retryable: {}", entry.retryable);
-    if let Some(seconds) = problem.effective_retry_after() {
+    if entry.from_origin {
+        out.push_str("\ncloudflare_error: false\nsource: origin\n");
+    } else {
+        out.push_str("\ncloudflare_error: true\n");
+    }
+    let _ = writeln!(out, "retryable: {}", view.retryable);
+    if let Some(seconds) = view.retry_after {
         let _ = writeln!(out, "retry_after: {seconds}");
     }
     let _ = writeln!(
@@ -35,14 +47,33 @@ pub(crate) fn render(problem: &Problem<'_>, branding: &Branding) -> Vec<u8> {
         entry.owner_action_required
     );
     out.push_str("---\n\n");
-    // Everything below comes from the catalog or the operator's branding, never from the
-    // request, so the prose cannot be given structure by a client.
+    // The operator's own body, if the rule gives one: its Markdown with token values escaped, or
+    // its text shown literally. The frontmatter above is the edge's either way.
+    if let Some(markdown) = &custom.markdown {
+        out.push_str(&expand_markdown(markdown, tokens));
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        return out.into_bytes();
+    }
+    if let Some(text) = &custom.text {
+        out.push_str(&markdown_literal(&crate::tokens::expand(
+            text,
+            tokens,
+            crate::tokens::Escape::None,
+        )));
+        out.push('\n');
+        return out.into_bytes();
+    }
+    // The catalog's text and the operator's are trusted; a value from the request reaches the
+    // prose only through a token, escaped as Markdown on one line, so a client cannot give the
+    // prose structure.
     let _ = write!(
         out,
         "# {}\n\n## What Happened\n\n{}\n\n## What You Should Do\n\n{}\n\n---\n\n{}\n",
-        entry.wire_title(),
-        entry.detail,
-        problem.guidance(),
+        view.wire_title,
+        view.detail,
+        view.guidance,
         branding.footer_line(),
     );
     out.into_bytes()

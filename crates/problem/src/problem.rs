@@ -5,7 +5,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use bytes::Bytes;
 
 use crate::catalog::CatalogEntry;
+use crate::custom::Custom;
 use crate::negotiate::Format;
+use crate::tokens::{Escape, TokenValues, expand};
 use crate::{html, json, markdown};
 
 /// The response header that carries the ray id.
@@ -38,8 +40,12 @@ impl Default for Branding {
 }
 
 impl Branding {
-    /// The RFC 9457 `type` URI for an entry.
+    /// The RFC 9457 `type` URI for an entry. An origin's own error has no meaning beyond its
+    /// HTTP status, which RFC 9457 (section 4.2.1) spells `about:blank`.
     pub fn type_uri(&self, entry: &CatalogEntry) -> String {
+        if entry.from_origin {
+            return "about:blank".to_string();
+        }
         if let Some(template) = &self.type_uri_template {
             return template.replace("{code}", &entry.code.to_string());
         }
@@ -167,15 +173,102 @@ impl Rendered {
 ///
 /// Never fails and never panics: everything from the request is escaped for the format.
 pub fn render(problem: &Problem<'_>, format: Format, branding: &Branding) -> Rendered {
+    render_custom(
+        problem,
+        format,
+        branding,
+        &Custom::default(),
+        &TokenValues::default(),
+    )
+}
+
+/// The wait announced when an operator's rule makes retryable an answer that has no wait of its
+/// own and gives none.
+pub const DEFAULT_RETRY_AFTER: u32 = 60;
+
+/// Renders `problem` in `format` as the operator's rule `custom` says (see [`Custom`]).
+///
+/// `tokens` gives the request's values of `::CLIENT_IP::`, `::GEO::` and `::HOST::`; the ray id,
+/// code, wait and zone are the problem's. Every token value is escaped for where it lands.
+pub fn render_custom(
+    problem: &Problem<'_>,
+    format: Format,
+    branding: &Branding,
+    custom: &Custom,
+    tokens: &TokenValues<'_>,
+) -> Rendered {
+    let entry = problem.entry;
+    let retryable = custom.retryable.unwrap_or(entry.retryable);
+    let retry_after = retryable.then(|| {
+        custom
+            .retry_after
+            .or(problem.retry_after)
+            .or(entry.retry_after)
+            .unwrap_or(DEFAULT_RETRY_AFTER)
+    });
+    let tokens = TokenValues {
+        ray_id: problem.ray_id,
+        code: entry.code.get(),
+        retry_after,
+        zone: problem.zone,
+        ..*tokens
+    };
+    // Text fields land in a JSON string or an HTML template (both escape what they are given)
+    // or in Markdown prose; guidance is Markdown in every format.
+    let text_escape = match format {
+        Format::Markdown => Escape::Markdown,
+        _ => Escape::None,
+    };
+    let text = |given: &Option<String>, default: &str| {
+        given
+            .as_ref()
+            .map_or_else(|| default.to_owned(), |t| expand(t, &tokens, text_escape))
+    };
+    let title = text(&custom.title, &entry.title);
+    let wire_title = match &custom.title {
+        Some(_) => format!("Error {}: {title}", entry.code),
+        None => entry.wire_title().to_owned(),
+    };
+    let guidance = match &custom.what_you_should_do {
+        Some(t) => expand(t, &tokens, Escape::Markdown),
+        None => entry.guidance(retry_after),
+    };
+    let view = View {
+        problem,
+        status: custom.status.unwrap_or(entry.status),
+        retryable,
+        retry_after,
+        detail: text(&custom.detail, &entry.detail),
+        title,
+        wire_title,
+        guidance,
+    };
     let body = match format {
-        Format::Json | Format::ProblemJson => json::render(problem, branding),
-        Format::Markdown => markdown::render(problem, branding),
-        Format::Html => html::render(problem, branding),
+        Format::Json | Format::ProblemJson => json::render(&view, branding, custom, &tokens),
+        Format::Markdown => markdown::render(&view, branding, custom, &tokens),
+        Format::Html => match &custom.html {
+            Some(page) => expand(page, &tokens, Escape::Html).into_bytes(),
+            None => html::render(&view, branding),
+        },
     };
     Rendered {
-        status: problem.entry.status,
+        status: view.status,
         format,
         body: Bytes::from(body),
-        retry_after: problem.effective_retry_after(),
+        retry_after,
     }
+}
+
+/// One answer's facts after the operator's rule: what every renderer reads.
+pub(crate) struct View<'a> {
+    pub problem: &'a Problem<'a>,
+    pub status: u16,
+    pub retryable: bool,
+    pub retry_after: Option<u32>,
+    /// The short title and the wire title (`Error 1015: ...`), tokens expanded for the format.
+    pub title: String,
+    pub wire_title: String,
+    pub detail: String,
+    /// Markdown guidance, token values escaped as Markdown.
+    pub guidance: String,
 }
