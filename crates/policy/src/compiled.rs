@@ -7,7 +7,7 @@ use std::time::Instant;
 use crate::Code;
 use crate::decision::{Decision, RequestFacts};
 use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
-use crate::expr::Cx;
+use crate::expr::{Cx, ResponseFacts};
 use crate::fleet::RedisConfig;
 use crate::host::{HostName, HostTable, ParsedHost};
 use crate::policy::{self, BrandingConfig, Connections, Listener, Zone, ZoneId};
@@ -135,6 +135,11 @@ impl CompiledPolicy {
     /// policy that decided it.
     pub fn zone(&self, id: ZoneId) -> &Zone {
         &self.zones[id.0]
+    }
+
+    /// The zone called `name` (`[[zone]] name`), for tools that name a zone.
+    pub fn zone_named(&self, name: &str) -> Option<ZoneId> {
+        self.zones.iter().position(|z| &*z.name == name).map(ZoneId)
     }
 
     /// Deadlines and limits on client connections (`[connections]`).
@@ -332,6 +337,49 @@ impl CompiledPolicy {
     /// Whether the policy has a country database and an ASN database (`[geo]`).
     pub fn geo_databases(&self) -> (bool, bool) {
         (self.rules.country_db.is_some(), self.rules.asn_db.is_some())
+    }
+
+    /// Whether the policy has any error rule: when it has none, answering an error asks nothing
+    /// more of it.
+    pub fn has_error_rules(&self) -> bool {
+        !self.rules.errors.is_empty()
+    }
+
+    /// The error rule for an answer the edge is about to make: the first of the zone's rules,
+    /// then of the global ones, that matches the request and `response`. Called only when an
+    /// error is being answered, so a request no error concerns never pays for it.
+    pub fn error_rule(
+        &self,
+        zone: Option<ZoneId>,
+        facts: &RequestFacts<'_>,
+        client_ip: std::net::IpAddr,
+        response: ResponseFacts,
+    ) -> Option<(&str, &signpost_problem::Custom)> {
+        if self.rules.errors.is_empty() {
+            return None;
+        }
+        let mut cx = Cx::new(
+            facts,
+            crate::ipset::canonical(client_ip),
+            self.rules.country_db.as_ref(),
+            self.rules.asn_db.as_ref(),
+        );
+        cx.response = Some(response);
+        self.rules
+            .errors
+            .first_match(zone.map(ZoneId::index), &cx)
+            .map(|rule| (&*rule.id, &rule.custom))
+    }
+
+    /// The client's country (ISO code) from the country database, `None` without one or when
+    /// the address has no record: the `::GEO::` token of error rules.
+    pub fn country(&self, client_ip: std::net::IpAddr) -> Option<String> {
+        let code = self
+            .rules
+            .country_db
+            .as_ref()?
+            .lookup(crate::ipset::canonical(client_ip))?;
+        std::str::from_utf8(&code).ok().map(str::to_owned)
     }
 
     /// The `[redis]` section, when fleet-scope rate limits need one.

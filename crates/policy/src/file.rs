@@ -33,6 +33,40 @@ pub(crate) struct PolicyFile {
     #[serde(default)]
     pub rate_limit: Vec<Spanned<RateLimitFile>>,
     pub redis: Option<Spanned<RedisFile>>,
+    #[serde(default)]
+    pub error_rule: Vec<Spanned<ErrorRuleFile>>,
+}
+
+/// `[[error_rule]]` and `[[zone.error_rule]]`: what the edge answers instead of the default when
+/// an error matches.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ErrorRuleFile {
+    pub id: Spanned<String>,
+    #[expect(
+        dead_code,
+        reason = "a note for people reading the policy; checked to be text, not used"
+    )]
+    pub description: Option<String>,
+    pub expression: Spanned<String>,
+    pub status: Option<Spanned<i64>>,
+    pub retryable: Option<bool>,
+    pub retry_after: Option<Spanned<i64>>,
+    pub title: Option<Spanned<String>>,
+    pub detail: Option<Spanned<String>>,
+    pub what_you_should_do: Option<Spanned<String>>,
+    pub html: Option<Spanned<String>>,
+    pub html_file: Option<Spanned<String>>,
+    pub json: Option<Spanned<String>>,
+    pub markdown: Option<Spanned<String>>,
+    pub text: Option<Spanned<String>>,
+}
+
+/// `[zone.origin_errors]`: the origin's own errors, for agents.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OriginErrorsFile {
+    pub structured: Option<bool>,
 }
 
 /// `[redis]`: where fleet-scope rate limits keep their counters.
@@ -111,6 +145,9 @@ pub(crate) struct ZoneFile {
     pub max_body_size: Option<Spanned<String>>,
     pub allow_trace: Option<bool>,
     pub markdown: Option<crate::markdown::MarkdownFile>,
+    pub origin_errors: Option<OriginErrorsFile>,
+    #[serde(default)]
+    pub error_rule: Vec<Spanned<ErrorRuleFile>>,
 }
 
 /// Fields every rule shares.

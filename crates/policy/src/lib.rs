@@ -78,6 +78,7 @@ pub use decision::{Decision, FleetCount, RequestFacts};
 pub use error::{Location, PolicyError, Problem, ProblemKind};
 pub use expr::{
     Expression, ExpressionError, MAX_EXPRESSION_LEN, MAX_NESTING, MAX_REGEX_SIZE, ParsedExpression,
+    ResponseFacts,
 };
 pub use fleet::{
     DEFAULT_KEY_PREFIX, DEFAULT_REDIS_TIMEOUT, FleetCheck, OnError, RedisConfig, redact_url,

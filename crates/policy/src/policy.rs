@@ -192,6 +192,9 @@ pub struct Zone {
     pub allow_trace: bool,
     /// `[zone.markdown]`: origin HTML converted to Markdown for agents.
     pub markdown: crate::markdown::MarkdownConfig,
+    /// `[zone.origin_errors] structured`: an origin's 4xx or 5xx whose body is not structured
+    /// is answered as a problem to a client that asked for JSON or Markdown (default false).
+    pub origin_errors_structured: bool,
     pub(crate) patterns: Vec<(HostPattern, std::ops::Range<usize>)>,
 }
 
@@ -506,6 +509,11 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
                 max_body_size,
                 allow_trace: z.allow_trace.unwrap_or(false),
                 markdown,
+                origin_errors_structured: z
+                    .origin_errors
+                    .as_ref()
+                    .and_then(|o| o.structured)
+                    .unwrap_or(false),
                 patterns,
             });
         }

@@ -52,6 +52,12 @@ pub(crate) enum Field {
     Country,
     Asn,
     Ssl,
+    /// `http.response.code`: the status the client would get (the edge's or the origin's).
+    /// Error rules only.
+    ResponseCode,
+    /// `cf.response.1xxx_code`: the edge's own catalog code, 0 when the origin made the error.
+    /// Error rules only.
+    EdgeCode,
 }
 
 /// Every field name, for messages and suggestions.
@@ -72,6 +78,8 @@ pub(crate) const FIELDS: &[&str] = &[
     "ip.src.country",
     "ip.src.asnum",
     "ssl",
+    "http.response.code",
+    "cf.response.1xxx_code",
 ];
 
 const FUNCTIONS: &[&str] = &[
@@ -104,6 +112,8 @@ impl Field {
             "ip.src.country" | "ip.geoip.country" => Field::Country,
             "ip.src.asnum" | "ip.geoip.asnum" => Field::Asn,
             "ssl" => Field::Ssl,
+            "http.response.code" => Field::ResponseCode,
+            "cf.response.1xxx_code" => Field::EdgeCode,
             _ => return None,
         })
     }
@@ -111,7 +121,7 @@ impl Field {
     fn ty(&self) -> Ty {
         match self {
             Field::IpSrc => Ty::Ip,
-            Field::Asn => Ty::Int,
+            Field::Asn | Field::ResponseCode | Field::EdgeCode => Ty::Int,
             Field::Ssl => Ty::Bool,
             _ => Ty::Str,
         }
@@ -188,9 +198,16 @@ pub(crate) struct Filter {
 
 /// Type-checks and compiles a parsed expression; the result must be a condition.
 pub(crate) fn compile(e: &Expr) -> Result<Filter, ExprError> {
+    compile_in(e, false)
+}
+
+/// [`compile`], where `response_fields` says whether the expression may read the answer's
+/// fields ([`RESPONSE_FIELDS`]): only error rules may.
+pub(crate) fn compile_in(e: &Expr, response_fields: bool) -> Result<Filter, ExprError> {
     let mut c = Compiler {
         needs_country: false,
         needs_asn: false,
+        response_fields,
     };
     let root = c.node(e)?;
     Ok(Filter {
@@ -272,6 +289,8 @@ impl Field {
             Field::Country => "ip.src.country",
             Field::Asn => "ip.src.asnum",
             Field::Ssl => "ssl",
+            Field::ResponseCode => "http.response.code",
+            Field::EdgeCode => "cf.response.1xxx_code",
         })
     }
 }
@@ -279,6 +298,7 @@ impl Field {
 struct Compiler {
     needs_country: bool,
     needs_asn: bool,
+    response_fields: bool,
 }
 
 impl Compiler {
@@ -474,6 +494,14 @@ impl Compiler {
                 match field {
                     Field::Country => self.needs_country = true,
                     Field::Asn => self.needs_asn = true,
+                    Field::ResponseCode | Field::EdgeCode if !self.response_fields => {
+                        return Err(ExprError::new(
+                            v.span.clone(),
+                            format!(
+                                "`{name}` is only available in error rules (`[[error_rule]]`, `[[zone.error_rule]]`): other rules run before there is a response"
+                            ),
+                        ));
+                    }
                     _ => {}
                 }
                 let ty = field.ty();

@@ -29,6 +29,19 @@ pub(crate) struct Cx<'r> {
     /// `http.request.uri` when normalising changed the path.
     uri: OnceCell<String>,
     full_uri: OnceCell<String>,
+    /// The answer an error rule is asked about; `None` in the request phases, whose rules
+    /// cannot read it (refused when the policy loads).
+    pub response: Option<ResponseFacts>,
+}
+
+/// The answer an error rule matches on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResponseFacts {
+    /// `http.response.code`: the status the client would get.
+    pub code: u16,
+    /// `cf.response.1xxx_code`: the edge's catalog code (1015, 522, ...), 0 when the origin
+    /// made the error.
+    pub edge_code: u16,
 }
 
 impl<'r> Cx<'r> {
@@ -61,6 +74,7 @@ impl<'r> Cx<'r> {
             asn: OnceCell::new(),
             uri: OnceCell::new(),
             full_uri: OnceCell::new(),
+            response: None,
         }
     }
 
@@ -283,6 +297,8 @@ fn field<'a>(f: &'a Field, cx: &'a Cx<'_>) -> V<'a> {
         Field::IpSrc => V::Ip(cx.client_ip),
         Field::Asn => V::Int(cx.asn().map_or(0, i64::from)),
         Field::Ssl => V::Bool(cx.facts.tls),
+        Field::ResponseCode => V::Int(cx.response.map_or(0, |r| i64::from(r.code))),
+        Field::EdgeCode => V::Int(cx.response.map_or(0, |r| i64::from(r.edge_code))),
         _ => V::Str(field_str(f, cx)),
     }
 }
@@ -316,7 +332,7 @@ pub(crate) fn field_str<'a>(f: &'a Field, cx: &'a Cx<'_>) -> Cow<'a, str> {
                 .and_then(|c| std::str::from_utf8(c).ok())
                 .unwrap_or("")
         }
-        Field::IpSrc | Field::Asn | Field::Ssl => "",
+        Field::IpSrc | Field::Asn | Field::Ssl | Field::ResponseCode | Field::EdgeCode => "",
     })
 }
 

@@ -162,7 +162,13 @@ fn key_field(f: &Field) -> Option<Field> {
         | Field::Referer
         | Field::Cookie
         | Field::Header(_) => Some(f.clone()),
-        Field::FullUri | Field::Country | Field::IpSrc | Field::Asn | Field::Ssl => None,
+        Field::FullUri
+        | Field::Country
+        | Field::IpSrc
+        | Field::Asn
+        | Field::Ssl
+        | Field::ResponseCode
+        | Field::EdgeCode => None,
     }
 }
 

@@ -16,6 +16,7 @@ mod parse;
 use std::ops::Range;
 
 pub(crate) use compile::{Filter, compile};
+pub use eval::ResponseFacts;
 pub(crate) use eval::{Cx, field_text};
 pub(crate) use index::FilterIndex;
 pub use parse::MAX_NESTING;
@@ -48,7 +49,14 @@ pub(crate) fn regex_reason(message: &str) -> &str {
 }
 
 /// Parses and compiles an expression that must be a condition (boolean).
+#[cfg(test)]
 pub(crate) fn build(src: &str) -> Result<Filter, ExprError> {
+    build_in(src, false)
+}
+
+/// [`build`], for an error rule when `response_fields`: it may read `http.response.code` and
+/// `cf.response.1xxx_code`.
+pub(crate) fn build_in(src: &str, response_fields: bool) -> Result<Filter, ExprError> {
     if src.len() > MAX_EXPRESSION_LEN {
         return Err(ExprError::new(
             0..src.len(),
@@ -59,7 +67,7 @@ pub(crate) fn build(src: &str) -> Result<Filter, ExprError> {
         return Err(ExprError::new(0..src.len(), "expression is empty"));
     }
     let ast = parse::parse(src)?;
-    let mut filter = compile(&ast)?;
+    let mut filter = compile::compile_in(&ast, response_fields)?;
     filter.text = src.into();
     Ok(filter)
 }

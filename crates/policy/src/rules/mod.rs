@@ -5,6 +5,7 @@
 mod access;
 mod browser;
 mod custom;
+mod errors;
 mod hotlink;
 mod rate;
 
@@ -19,6 +20,7 @@ use serde_spanned::Spanned;
 pub(crate) use access::{AccessTables, Trust};
 pub(crate) use browser::BrowserCheck;
 pub(crate) use custom::{CustomRule, CustomRules, LegalRules};
+pub(crate) use errors::ErrorRules;
 pub(crate) use hotlink::HotlinkSpec;
 pub(crate) use rate::{RateRule, RateSpec};
 
@@ -66,6 +68,7 @@ pub(crate) struct RulesSpec {
     pub custom: Vec<CustomRule>,
     pub rate: Vec<RateSpec>,
     pub redis: Option<crate::fleet::RedisConfig>,
+    pub errors: ErrorRules,
 }
 
 fn sp<T>(s: &Spanned<T>) -> Range<usize> {
@@ -150,6 +153,7 @@ pub(crate) fn validate(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Pa
     custom::validate_custom(file, d, &mut ids, &mut spec);
     spec.redis = file.redis.as_ref().map(|r| crate::fleet::validate(r, d));
     rate::validate(file, d, &mut ids, &mut spec);
+    errors::validate(file, d, &mut ids, &mut spec, base_dir);
     spec
 }
 
@@ -159,7 +163,17 @@ fn expression(
     e: &Spanned<String>,
     spec: &mut RulesSpec,
 ) -> Option<Filter> {
-    match expr::build(e.get_ref()) {
+    expression_in(d, e, spec, false)
+}
+
+/// [`expression`], for an error rule when `response_fields` (it may read the answer's fields).
+fn expression_in(
+    d: &mut Diagnostics<'_>,
+    e: &Spanned<String>,
+    spec: &mut RulesSpec,
+    response_fields: bool,
+) -> Option<Filter> {
+    match expr::build_in(e.get_ref(), response_fields) {
         Ok(f) => {
             if f.needs_country {
                 spec.country_needed_at.get_or_insert(sp(e));
@@ -260,6 +274,7 @@ pub(crate) struct Rules {
     pub(crate) custom: CustomRules,
     pub(crate) rate: Vec<RateRule>,
     pub(crate) redis: Option<crate::fleet::RedisConfig>,
+    pub(crate) errors: ErrorRules,
 }
 
 impl Rules {
@@ -327,6 +342,7 @@ impl Rules {
             custom: CustomRules::new(spec.custom),
             rate,
             redis: spec.redis,
+            errors: spec.errors,
         }
     }
 
