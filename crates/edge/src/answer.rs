@@ -1,13 +1,16 @@
 //! The one way a problem becomes a response: the catalog entry rendered in the negotiated format
 //! with the operator's branding, under a head that carries the contract's headers. Every answer
 //! the edge makes itself goes through [`Answer::new`]: refusals, origin failures, the error test
-//! endpoint and requests Pingora could not read.
+//! endpoint, requests Pingora could not read, and the origin's errors the edge reshapes; with the
+//! operator's error rule when one matched (`error_rules.rs`).
+
+use std::borrow::Cow;
 
 use bytes::Bytes;
 use pingora::Result;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
-use signpost_problem::{Branding, CatalogEntry, Code, Format, Problem};
+use signpost_problem::{Branding, CatalogEntry, Code, Custom, Format, Problem, TokenValues};
 
 use crate::ray::RayId;
 
@@ -19,9 +22,16 @@ pub struct Answer {
     pub format: Format,
 }
 
+/// What the operator's error rule changes in an answer, with the request's token values.
+pub struct Dressing<'a> {
+    pub custom: Cow<'a, Custom>,
+    pub tokens: TokenValues<'a>,
+}
+
 impl Answer {
     /// Renders `entry` for the request `ray`, as `format` asks. `zone` is the host the client
-    /// asked for, normalised; `retry_after` the wait when it is not the catalog's.
+    /// asked for, normalised; `retry_after` the wait when it is not the catalog's; `dressing`
+    /// the operator's error rule, when one matched.
     pub fn new(
         entry: &'static CatalogEntry,
         format: Format,
@@ -29,6 +39,7 @@ impl Answer {
         zone: &str,
         retry_after: Option<u32>,
         branding: &Branding,
+        dressing: Option<&Dressing<'_>>,
     ) -> Result<Answer> {
         let ray = ray.to_hex();
         let problem = Problem {
@@ -38,7 +49,12 @@ impl Answer {
             zone,
             retry_after,
         };
-        let rendered = signpost_problem::render(&problem, format, branding);
+        let rendered = match dressing {
+            Some(d) => {
+                signpost_problem::render_custom(&problem, format, branding, &d.custom, &d.tokens)
+            }
+            None => signpost_problem::render(&problem, format, branding),
+        };
         let mut head = ResponseHeader::build(rendered.status, Some(8))?;
         if head.status.canonical_reason().is_none() {
             // 52x and 530 have no standard reason phrase: say what they mean on the status line.

@@ -1,13 +1,13 @@
 //! The commands that do not serve traffic: check, render, codes, tokens, health.
 
 use std::io::{Read, Write};
-use std::net::{TcpStream, ToSocketAddrs};
-use std::path::Path;
+use std::net::{IpAddr, TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
-use signpost_policy::CompiledPolicy;
+use signpost_policy::{CompiledPolicy, RequestFacts, ResponseFacts};
 use signpost_problem::{Branding, Format, Problem};
 
 use crate::ray::RayId;
@@ -31,33 +31,139 @@ pub fn check(file: &Path) -> ExitCode {
     }
 }
 
-/// `signpost render <code> --accept <value> [--host <h>]`: the exact response the edge sends.
-pub fn render(code: &str, accept: &str, host: &str) -> anyhow::Result<()> {
-    let entry = signpost_problem::lookup_path_code(code);
-    let accept = (!accept.is_empty()).then_some(accept.as_bytes());
-    let format = signpost_problem::negotiate(accept);
-    let ray = RayId::next().to_hex();
-    let problem = Problem {
-        entry,
-        ray_id: ray.as_str(),
-        timestamp: SystemTime::now(),
-        zone: host,
-        retry_after: None,
+/// `signpost render`'s arguments.
+#[derive(clap::Args, Debug)]
+pub struct RenderArgs {
+    /// A catalog code (1015, 522, ...), or with `--origin` the status an origin answered.
+    code: String,
+    /// The request's Accept header.
+    #[arg(long, default_value = "")]
+    accept: String,
+    /// The request's Host.
+    #[arg(long, default_value = "example.com")]
+    host: String,
+    /// The policy whose branding and error rules apply (default: none).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// The zone (by name) whose error rules apply; default: the zone serving `--host`.
+    #[arg(long)]
+    zone: Option<String>,
+    /// The request's path and query, for rules that match on them.
+    #[arg(long, default_value = "/")]
+    path: String,
+    /// The request's method.
+    #[arg(long, default_value = "GET")]
+    method: String,
+    /// The client's address (`::CLIENT_IP::`, `ip.src`).
+    #[arg(long, default_value = "192.0.2.1")]
+    client_ip: IpAddr,
+    /// Preview an origin's own error: `code` is the status the origin answered (400-599), as a
+    /// zone with `[zone.origin_errors] structured = true` or a matching error rule answers it.
+    #[arg(long)]
+    origin: bool,
+}
+
+/// `signpost render <code> --accept <value> [--host <h>] [--config <policy> --zone <z> --path
+/// <p> --origin]`: the exact response the edge sends, through the edge's own `Answer::new`
+/// and the policy's error rules.
+pub fn render(args: &RenderArgs) -> anyhow::Result<()> {
+    let entry = if args.origin {
+        let status: u16 = args
+            .code
+            .parse()
+            .context("--origin needs a status: 400-599")?;
+        signpost_problem::origin_entry(status).context("--origin needs a status: 400-599")?
+    } else {
+        signpost_problem::lookup_path_code(&args.code)
     };
-    let rendered = signpost_problem::render(&problem, format, &Branding::default());
-    let status = http::StatusCode::from_u16(rendered.status).context("status out of range")?;
+    let accept = (!args.accept.is_empty()).then_some(args.accept.as_bytes());
+    let format = signpost_problem::negotiate(accept);
+    let ray = RayId::next();
+    let policy = match &args.config {
+        Some(path) => Some(CompiledPolicy::load(path, None).map_err(|e| anyhow::anyhow!("{e}"))?),
+        None => None,
+    };
+    let branding = policy
+        .as_ref()
+        .map_or_else(Branding::default, |p| p.problem_branding().clone());
+    let zone_name = signpost_policy::normalize_host(&args.host).into_owned();
+    let mut headers = http::HeaderMap::new();
+    if let Some(accept) = accept {
+        headers.insert(http::header::ACCEPT, http::HeaderValue::from_bytes(accept)?);
+    }
+    let facts = RequestFacts {
+        peer: args.client_ip,
+        host: &args.host,
+        method: &args.method,
+        uri: &args.path,
+        tls: false,
+        sni: None,
+        headers: &headers,
+    };
+    let mut geo = String::new();
+    let mut custom = None;
+    if let Some(policy) = &policy {
+        let zone = match &args.zone {
+            Some(name) => Some(
+                policy
+                    .zone_named(name)
+                    .with_context(|| format!("the policy has no zone `{name}`"))?,
+            ),
+            None => policy.decide(&facts, std::time::Instant::now()).zone,
+        };
+        let edge_code = if args.origin { 0 } else { entry.code.get() };
+        let response = ResponseFacts {
+            code: entry.status,
+            edge_code,
+        };
+        if let Some((id, rule)) = policy.error_rule(zone, &facts, args.client_ip, response) {
+            eprintln!("error rule: {id}");
+            custom = Some(rule.clone());
+        }
+        geo = policy.country(args.client_ip).unwrap_or_default();
+    }
+    if args.origin {
+        // The origin's retry advice, as the edge gives it with no Retry-After from the origin.
+        let retryable = matches!(entry.status, 429 | 502 | 503 | 504);
+        let rule = custom.unwrap_or_default();
+        custom = Some(signpost_problem::Custom {
+            retryable: rule.retryable.or(Some(retryable)),
+            ..rule
+        });
+    }
+    let client_ip = args.client_ip.to_string();
+    let dressing = custom.map(|custom| crate::answer::Dressing {
+        custom: std::borrow::Cow::Owned(custom),
+        tokens: signpost_problem::TokenValues {
+            client_ip: &client_ip,
+            geo: &geo,
+            host: &args.host,
+            ..signpost_problem::TokenValues::default()
+        },
+    });
+    let answer = crate::answer::Answer::new(
+        entry,
+        format,
+        ray,
+        &zone_name,
+        None,
+        &branding,
+        dressing.as_ref(),
+    )
+    .map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut out = std::io::stdout().lock();
-    writeln!(
-        out,
-        "HTTP/1.1 {} {}",
-        status.as_u16(),
-        status.canonical_reason().unwrap_or("")
-    )?;
-    for (name, value) in rendered.headers(ray.as_str()) {
-        writeln!(out, "{name}: {value}")?;
+    let status = answer.head.status;
+    let reason = answer
+        .head
+        .get_reason_phrase()
+        .or(status.canonical_reason())
+        .unwrap_or("");
+    writeln!(out, "HTTP/1.1 {} {reason}", status.as_u16())?;
+    for (name, value) in &answer.head.headers {
+        writeln!(out, "{name}: {}", String::from_utf8_lossy(value.as_bytes()))?;
     }
     writeln!(out)?;
-    out.write_all(&rendered.body)?;
+    out.write_all(&answer.body)?;
     Ok(())
 }
 

@@ -45,6 +45,12 @@ pub struct RequestCtx {
     /// Set once the origin's response header arrived: a client that leaves after it no longer
     /// holds the origin's work.
     pub origin_answered: bool,
+    /// The id of the error rule that dressed the edge's answer, for the access log.
+    pub error_rule: Option<Box<str>>,
+    /// An origin error whose body the edge is replacing with a problem (`origin_errors.rs`).
+    pub replacing: Option<crate::origin_errors::Replacing>,
+    /// An origin error with an empty body, answered by `fail_to_proxy`: its head and body.
+    pub origin_error_answer: Option<(pingora::http::ResponseHeader, bytes::Bytes)>,
 }
 
 impl RequestCtx {
@@ -68,6 +74,9 @@ impl RequestCtx {
             markdown: None,
             in_flight: None,
             origin_answered: false,
+            error_rule: None,
+            replacing: None,
+            origin_error_answer: None,
         }
     }
 

@@ -8,6 +8,7 @@ mod answer;
 mod commands;
 mod conncap;
 mod ctx;
+mod error_rules;
 mod facts;
 mod fleet;
 mod h2guard;
@@ -18,6 +19,7 @@ mod malformed;
 mod markdown;
 mod metrics;
 mod origin;
+mod origin_errors;
 mod pipeline;
 mod ray;
 mod reload;
@@ -57,16 +59,8 @@ enum Command {
         file: PathBuf,
     },
     /// Print the exact response the edge sends for an error code: status line, headers, body.
-    Render {
-        /// A catalog code (1015, 522, ...).
-        code: String,
-        /// The request's Accept header.
-        #[arg(long, default_value = "")]
-        accept: String,
-        /// The request's Host.
-        #[arg(long, default_value = "example.com")]
-        host: String,
-    },
+    /// With `--config`, under that policy: its branding and the error rule that matches.
+    Render(commands::RenderArgs),
     /// List the error catalog as a table.
     Codes,
     /// Bytes and cl100k_base tokens of every code in each format.
@@ -173,7 +167,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Run(args) => server::run(args),
         Command::Check { file } => return commands::check(&file),
-        Command::Render { code, accept, host } => commands::render(&code, &accept, &host),
+        Command::Render(args) => commands::render(&args),
         Command::Codes => commands::codes(),
         Command::Tokens => commands::tokens(),
         Command::Markdown {

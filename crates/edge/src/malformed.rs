@@ -105,6 +105,8 @@ pub async fn answer_unreadable(
         &host,
         None,
         loaded.policy.problem_branding(),
+        // No error rule: a request that could not be read has no fields to match on.
+        None,
     ) else {
         return;
     };

@@ -17,7 +17,9 @@
 //!      └─ else proxied by Pingora:
 //!         request_body_filter (body limits: 413, 408)
 //!         upstream_peer (origin::peer; 1016) ─► upstream_request_filter (origin's headers)
-//!         response_filter (cf-ray, Vary) ─► the origin's answer
+//!         response_filter (cf-ray, Vary; an origin 4xx/5xx reshaped by origin_errors)
+//!         response_body_filter (the reshaped error's body in place of the origin's)
+//!         ─► the origin's answer
 //!         fail_to_connect / fail_to_proxy (rescue: 52x, or nothing for a client that left)
 //! logging: one access line per request, whatever happened; cancellations counted as such.
 //! ```
@@ -271,10 +273,12 @@ impl ProxyHttp for Edge {
     }
 
     /// The origin's answer passes through unchanged but for the ray id header (and
-    /// `Vary: Accept` on zones that convert to Markdown, so caches keep the variants apart).
+    /// `Vary: Accept` on zones that convert to Markdown, so caches keep the variants apart),
+    /// unless it is an error the edge answers in its place (`origin_errors.rs`: for agents on a
+    /// zone that asks, or when an error rule matches it).
     async fn response_filter(
         &self,
-        _session: &mut Session,
+        session: &mut Session,
         response: &mut ResponseHeader,
         ctx: &mut Self::CTX,
     ) -> Result<()> {
@@ -283,7 +287,25 @@ impl ProxyHttp for Edge {
         if ctx.zone().is_some_and(|z| z.markdown.enabled) {
             crate::markdown::add_vary_accept(response)?;
         }
+        if response.status.as_u16() >= 400 {
+            crate::origin_errors::response_filter(session, response, ctx)?;
+        }
         Ok(())
+    }
+
+    /// The origin's body passes through, but for an origin error the edge answers: its problem
+    /// goes in place of the origin's bytes, which are dropped.
+    fn response_body_filter(
+        &self,
+        _session: &mut Session,
+        body: &mut Option<bytes::Bytes>,
+        _end_of_stream: bool,
+        ctx: &mut Self::CTX,
+    ) -> Result<Option<std::time::Duration>> {
+        if let Some(replacing) = ctx.replacing.as_mut() {
+            crate::origin_errors::body_filter(body, replacing)?;
+        }
+        Ok(None)
     }
 
     /// A failure after the policy let the request through: the origin refused, timed out, sent
@@ -296,6 +318,15 @@ impl ProxyHttp for Edge {
         e: &Error,
         ctx: &mut Self::CTX,
     ) -> FailToProxy {
+        if let Some((head, body)) = ctx.origin_error_answer.take() {
+            let status = crate::origin_errors::write_in_place(session, head, body)
+                .await
+                .ok();
+            return FailToProxy {
+                error_code: status.unwrap_or(0),
+                can_reuse_downstream: false,
+            };
+        }
         let status = self.answer_failure(session, e, ctx).await;
         FailToProxy {
             error_code: status.unwrap_or(0),
@@ -351,6 +382,7 @@ impl ProxyHttp for Edge {
             format,
             zone = zone.map_or("-", |z| &**z),
             rule = ctx.rule_id.as_deref().unwrap_or("-"),
+            error_rule = ctx.error_rule.as_deref().unwrap_or("-"),
             upstream = %OrDash(ctx.upstream),
             duration_ms = duration.as_secs_f64() * 1000.0,
             error = client_event.or(e.map(|e| e.etype().as_str())).unwrap_or(""),
@@ -640,6 +672,16 @@ impl Edge {
             .policy
             .clone()
             .unwrap_or_else(|| self.policy.load_full());
+        // The operator's error rule, if one matches this answer: asked here, where an error is
+        // answered, and never on the way to the origin.
+        let rule = crate::error_rules::find(&loaded, session, ctx, entry.status, entry.code.get());
+        let values = rule
+            .as_ref()
+            .map(|_| crate::error_rules::RequestValues::new(&loaded, session, ctx));
+        let dressing = rule
+            .as_ref()
+            .zip(values.as_ref())
+            .map(|(rule, values)| values.dressing(std::borrow::Cow::Borrowed(rule.custom)));
         let answer = {
             // The normalised host is only shown here, so it is worked out here rather than kept
             // (as an allocated copy) by every proxied request.
@@ -652,8 +694,10 @@ impl Edge {
                 &zone,
                 retry_after,
                 loaded.policy.problem_branding(),
+                dressing.as_ref(),
             )?
         };
+        ctx.error_rule = rule.map(|r| r.id.into());
         ctx.error_code = Some(answer.code);
         ctx.format = Some(answer.format);
         let head_only = session.req_header().method == http::Method::HEAD;

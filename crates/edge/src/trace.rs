@@ -362,6 +362,9 @@ fn answer(
         &zone,
         retry_after,
         policy.problem_branding(),
+        // Error rules are not traced yet: the trace shows the default answer for the code
+        // (`signpost render --config` previews the one an error rule gives).
+        None,
     )
     .map_err(|e| anyhow::anyhow!("cannot render the answer: {e}"))?;
     let head = &answer.head;

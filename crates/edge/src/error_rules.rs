@@ -1,0 +1,85 @@
+//! The operator's error rule for an answer the edge is about to make, and the request's values of
+//! its tokens. Asked only when an error is being answered, and only when the policy has error
+//! rules: a request no error concerns never comes here.
+
+use std::borrow::Cow;
+
+use pingora::proxy::Session;
+use signpost_policy::{RequestFacts, ResponseFacts};
+use signpost_problem::{Custom, TokenValues};
+
+use crate::answer::Dressing;
+use crate::ctx::RequestCtx;
+use crate::facts::request_host;
+use crate::reload::Loaded;
+
+/// A matched rule: its id (for the access log) and what it changes.
+pub struct Matched<'a> {
+    pub id: &'a str,
+    pub custom: &'a Custom,
+}
+
+/// The first error rule (the zone's, then the global ones) matching the request and an answer
+/// with HTTP status `status` and catalog code `edge_code` (0 for the origin's own error).
+pub fn find<'a>(
+    loaded: &'a Loaded,
+    session: &Session,
+    ctx: &RequestCtx,
+    status: u16,
+    edge_code: u16,
+) -> Option<Matched<'a>> {
+    if !loaded.policy.has_error_rules() {
+        return None;
+    }
+    let host = request_host(session);
+    let req = session.req_header();
+    let facts = RequestFacts {
+        peer: ctx.facts.peer,
+        host: &host,
+        method: req.method.as_str(),
+        uri: req.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+        tls: ctx.facts.tls,
+        sni: crate::tls::client_sni(session.digest()),
+        headers: &req.headers,
+    };
+    let response = ResponseFacts {
+        code: status,
+        edge_code,
+    };
+    loaded
+        .policy
+        .error_rule(ctx.zone, &facts, ctx.client(), response)
+        .map(|(id, custom)| Matched { id, custom })
+}
+
+/// The request's values of `::CLIENT_IP::`, `::GEO::` and `::HOST::`, owned so that a
+/// [`Dressing`] can borrow them.
+pub struct RequestValues {
+    client_ip: String,
+    geo: String,
+    host: String,
+}
+
+impl RequestValues {
+    pub fn new(loaded: &Loaded, session: &Session, ctx: &RequestCtx) -> RequestValues {
+        let client = ctx.client();
+        RequestValues {
+            client_ip: client.to_string(),
+            geo: loaded.policy.country(client).unwrap_or_default(),
+            host: request_host(session).into_owned(),
+        }
+    }
+
+    /// The dressing of an answer: `custom` with these values.
+    pub fn dressing<'a>(&'a self, custom: Cow<'a, Custom>) -> Dressing<'a> {
+        Dressing {
+            custom,
+            tokens: TokenValues {
+                client_ip: &self.client_ip,
+                geo: &self.geo,
+                host: &self.host,
+                ..TokenValues::default()
+            },
+        }
+    }
+}
