@@ -11,6 +11,8 @@ mod cli;
 mod connections;
 // The error contract of `/cdn-cgi/error/<code>` in every format, and 404 for unknown codes.
 mod contract;
+// The operator's error rules and tokens, and origin errors reshaped for agents.
+mod error_rules;
 // Hostile Host values that must still give valid JSON, YAML and escaped HTML.
 mod hostile;
 // Rate limits hold under a flood of distinct keys.

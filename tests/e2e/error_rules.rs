@@ -1,0 +1,526 @@
+//! The operator's voice: error rules on the edge's own refusals and failures and on the origin's
+//! errors, read back in JSON, Markdown (frontmatter parsed) and HTML; their precedence; tokens
+//! with a hostile Host; a reload that breaks an asset; origin errors reshaped for agents.
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::*;
+
+/// An origin that answers what the path asks: `/status/<code>` with an HTML page,
+/// `/retry/<code>/<seconds>` with a `Retry-After`, `/empty/<code>` with no body, `/json/<code>`
+/// with a JSON error, anything else 200.
+struct ErrorOrigin {
+    addr: SocketAddr,
+    _server: Arc<tiny_http::Server>,
+}
+
+impl ErrorOrigin {
+    fn start() -> ErrorOrigin {
+        let server = Arc::new(tiny_http::Server::http("127.0.0.1:0").unwrap());
+        let addr = server.server_addr().to_ip().unwrap();
+        let worker = server.clone();
+        thread::spawn(move || {
+            for request in worker.incoming_requests() {
+                let url = request.url().to_string();
+                let parts: Vec<&str> = url.trim_start_matches('/').split('/').collect();
+                let code = |i: usize| parts.get(i).and_then(|s| s.parse().ok()).unwrap_or(200);
+                let header = |s: &str| s.parse::<tiny_http::Header>().unwrap();
+                let html = header("content-type: text/html; charset=utf-8");
+                let response = match parts.first().copied() {
+                    Some("status") => tiny_http::Response::from_string(
+                        "<html><body><h1>Origin says no</h1></body></html>",
+                    )
+                    .with_status_code(code(1))
+                    .with_header(html),
+                    Some("retry") => tiny_http::Response::from_string("<p>busy</p>")
+                        .with_status_code(code(1))
+                        .with_header(html)
+                        .with_header(header(&format!(
+                            "retry-after: {}",
+                            parts.get(2).unwrap_or(&"1")
+                        ))),
+                    Some("empty") => tiny_http::Response::from_string("").with_status_code(code(1)),
+                    Some("json") => tiny_http::Response::from_string(r#"{"error":"origin's own"}"#)
+                        .with_status_code(code(1))
+                        .with_header(header("content-type: application/json")),
+                    _ => tiny_http::Response::from_string("ok").with_status_code(200),
+                };
+                let _ = request.respond(response.with_header(header("x-origin: yes")));
+            }
+        });
+        ErrorOrigin {
+            addr,
+            _server: server,
+        }
+    }
+}
+
+const RULES: &str = r##"
+[[error_rule]]
+id = "global-1015"
+expression = 'cf.response.1xxx_code eq 1015'
+title = "Global rate limit"
+
+[[error_rule]]
+id = "global-1020"
+expression = 'cf.response.1xxx_code eq 1020'
+title = "Blocked by the shop's rules"
+detail = "Request ::RAY_ID:: from ::CLIENT_IP:: was refused (code ::CODE::)."
+what_you_should_do = "**Do not retry.** Write to support@shop.example quoting ::RAY_ID::."
+json = '{"support": "mailto:support@shop.example?subject=::RAY_ID::"}'
+markdown = "# Blocked\n\nQuote ray ::RAY_ID:: to support."
+html_file = "pages/blocked.html"
+
+[[error_rule]]
+id = "global-52x"
+expression = 'http.response.code ge 520 and http.response.code le 527'
+status = 503
+retry_after = 30
+title = "The shop is down for a moment"
+
+[[error_rule]]
+id = "hostile-1001"
+expression = 'cf.response.1xxx_code eq 1001'
+title = "No site at ::HOST::"
+detail = "::HOST:: | ::ZONE:: | ::CLIENT_IP:: | ::GEO:: | ::RAY_ID:: | ::CODE:: | ::RETRY_AFTER::"
+what_you_should_do = "**Check the name.** You asked for ::HOST::."
+json = '{"asked_for": "::HOST::"}'
+"##;
+
+fn rules_policy(listen: SocketAddr, admin: SocketAddr, origin: SocketAddr) -> String {
+    format!(
+        r##"listen = ["{listen}"]
+admin = "{admin}"
+{RULES}
+
+[[custom_rule]]
+id = "no-admin"
+action = "block"
+expression = 'http.request.uri.path eq "/admin"'
+
+[[rate_limit]]
+id = "login"
+expression = 'http.request.uri.path eq "/login"'
+period = "1m"
+requests_per_period = 1
+
+[[zone]]
+name = "shop"
+hosts = ["example.com"]
+origin = "{origin}"
+
+[zone.origin_errors]
+structured = true
+
+[[zone.error_rule]]
+id = "shop-1015"
+expression = 'cf.response.1xxx_code eq 1015'
+title = "Slow down at the shop"
+retry_after = 45
+
+[[zone.error_rule]]
+id = "shop-origin-503"
+expression = 'http.response.code eq 503 and cf.response.1xxx_code eq 0 and http.request.uri.path eq "/retry/503/120"'
+what_you_should_do = "**Come back in ::RETRY_AFTER:: seconds.**"
+
+[[zone]]
+name = "down"
+hosts = ["www.example.com"]
+origin = "127.0.0.1:9"
+"##
+    )
+}
+
+const BLOCKED_PAGE: &str = "<!doctype html><title>Blocked</title><h1 class=rule>Blocked by the shop</h1><p class=ray>::RAY_ID::</p>";
+
+fn start() -> (ErrorOrigin, Edge) {
+    let origin = ErrorOrigin::start();
+    let scratch = Scratch::new("error-rules");
+    std::fs::create_dir_all(scratch.0.join("pages")).unwrap();
+    scratch.write("pages/blocked.html", BLOCKED_PAGE);
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let config = scratch.write("policy.toml", &rules_policy(addr, admin, origin.addr));
+    let edge = Edge::start_with_file(scratch, config, addr, admin, &[]);
+    (origin, edge)
+}
+
+fn get(
+    edge: &Edge,
+    host: &str,
+    path: &str,
+    accept: &str,
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let url = format!("http://{host}:{}{path}", edge.addr.port());
+    let response = client(edge)
+        .get(url)
+        .header("accept", accept)
+        .send()
+        .unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().unwrap())
+}
+
+/// The catalog's wire title for `code`, as the edge prints it with no policy.
+fn signpost_problem_title(code: u16) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signpost"))
+        .args(["render", &code.to_string(), "--accept", "application/json"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    let body = text.split_once("\n\n").unwrap().1;
+    json(body)["title"].as_str().unwrap().to_owned()
+}
+
+fn json(body: &str) -> Value {
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+}
+
+fn h1(html: &str) -> String {
+    let page = scraper::Html::parse_document(html);
+    page.select(&scraper::Selector::parse("h1").unwrap())
+        .flat_map(|e| e.text())
+        .collect()
+}
+
+#[test]
+fn a_rule_on_1020_speaks_every_format() {
+    let (_origin, edge) = start();
+    let (status, headers, body) = get(&edge, "example.com", "/admin", "application/json");
+    assert_eq!(status, 403);
+    let p = json(&body);
+    let ray = headers["cf-ray"].to_str().unwrap();
+    assert_eq!(p["error_code"], 1020);
+    assert_eq!(p["error_name"], "firewall_rule_blocked");
+    assert_eq!(p["ray_id"], ray);
+    assert_eq!(p["cloudflare_error"], true);
+    assert_eq!(p["title"], "Error 1020: Blocked by the shop's rules");
+    assert_eq!(
+        p["detail"],
+        format!("Request {ray} from 127.0.0.1 was refused (code 1020).")
+    );
+    assert_eq!(
+        p["support"],
+        format!("mailto:support@shop.example?subject={ray}")
+    );
+
+    let (status, headers, body) = get(&edge, "example.com", "/admin", "text/markdown");
+    assert_eq!(status, 403);
+    let ray = headers["cf-ray"].to_str().unwrap();
+    let (meta, prose) = frontmatter(&body);
+    assert_eq!(meta["error_code"].as_u64(), Some(1020));
+    assert_eq!(meta["ray_id"].as_str(), Some(ray));
+    assert_eq!(meta["retryable"].as_bool(), Some(false));
+    assert_eq!(
+        prose,
+        format!("\n# Blocked\n\nQuote ray {ray} to support.\n")
+    );
+
+    let (status, headers, body) = get(&edge, "example.com", "/admin", "text/html");
+    assert_eq!(status, 403);
+    assert_eq!(headers["content-type"], "text/html; charset=utf-8");
+    let ray = headers["cf-ray"].to_str().unwrap();
+    assert_eq!(h1(&body), "Blocked by the shop");
+    assert!(body.contains(&format!("<p class=ray>{ray}</p>")), "{body}");
+}
+
+#[test]
+fn precedence_zone_rule_then_global_rule_then_default() {
+    let (_origin, edge) = start();
+    // 1015 on the shop: the zone's rule, not the global one.
+    let _ = get(&edge, "example.com", "/login", "application/json");
+    let (status, headers, body) = get(&edge, "example.com", "/login", "application/json");
+    assert_eq!(status, 429);
+    let p = json(&body);
+    assert_eq!(p["title"], "Error 1015: Slow down at the shop");
+    assert_eq!(p["retry_after"], 45);
+    assert_eq!(headers["retry-after"], "45");
+    // The test endpoint on the other zone: the global rule.
+    let (_, _, body) = get(
+        &edge,
+        "www.example.com",
+        "/cdn-cgi/error/1015",
+        "application/json",
+    );
+    assert_eq!(json(&body)["title"], "Error 1015: Global rate limit");
+    // A code no rule names: the default.
+    let (status, _, body) = get(
+        &edge,
+        "example.com",
+        "/cdn-cgi/error/1010",
+        "application/json",
+    );
+    assert_eq!(status, 403);
+    assert_eq!(
+        json(&body)["title"],
+        signpost_problem_title(1010),
+        "the catalog's own title"
+    );
+}
+
+#[test]
+fn a_rule_on_a_52x_changes_the_status_and_the_wait() {
+    let (_origin, edge) = start();
+    let (status, headers, body) = get(&edge, "www.example.com", "/", "application/json");
+    assert_eq!(status, 503, "{body}");
+    let p = json(&body);
+    assert_eq!(p["error_code"], 521, "the code stays the edge's");
+    assert_eq!(p["status"], 503);
+    assert_eq!(p["retry_after"], 30);
+    assert_eq!(headers["retry-after"], "30");
+    assert_eq!(p["title"], "Error 521: The shop is down for a moment");
+    let (status, _, body) = get(&edge, "www.example.com", "/", "text/markdown");
+    assert_eq!(status, 503);
+    let (meta, prose) = frontmatter(&body);
+    assert_eq!(meta["status"].as_u64(), Some(503));
+    assert_eq!(meta["error_code"].as_u64(), Some(521));
+    assert!(prose.contains("# Error 521: The shop is down for a moment\n"));
+    let (_, _, body) = get(&edge, "www.example.com", "/", "text/html");
+    assert_eq!(h1(&body), "The shop is down for a moment");
+}
+
+const HOSTILE: [&str; 8] = [
+    "a: b",
+    "<script>alert(1)</script>",
+    "\"quoted\" 'single'",
+    "*alias &anchor",
+    "- item",
+    "yes",
+    "#comment {x} [y](javascript:z)",
+    "---",
+];
+
+fn ask_raw(edge: &Edge, host: &str, accept: &str) -> RawResponse {
+    let mut stream = TcpStream::connect(edge.addr).unwrap();
+    let request =
+        format!("GET / HTTP/1.1\r\nHost: {host}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n");
+    raw_exchange(&mut stream, request.as_bytes())
+}
+
+#[test]
+fn every_token_with_a_hostile_host_reads_back_intact_and_harmless() {
+    let (_origin, edge) = start();
+    for host in HOSTILE {
+        // JSON: every token's value, exactly.
+        let r = ask_raw(&edge, host, "application/json");
+        assert_eq!(r.status, 409, "{host}: 1001, no zone serves it");
+        let p: Value = serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{host}: {e}"));
+        let ray = r.header("cf-ray").unwrap();
+        assert_eq!(p["asked_for"], host);
+        assert_eq!(p["title"], format!("Error 1001: No site at {host}"));
+        let zone = p["zone"].as_str().unwrap();
+        assert_eq!(
+            p["detail"],
+            format!("{host} | {zone} | 127.0.0.1 |  | {ray} | 1001 | ")
+        );
+        assert_eq!(p["ray_id"], ray);
+
+        // Markdown: the frontmatter parses with the same keys; the prose keeps its headings.
+        let r = ask_raw(&edge, host, "text/markdown");
+        let body = String::from_utf8(r.body).unwrap();
+        let (meta, prose) = frontmatter(&body);
+        let keys: Vec<&str> = meta
+            .as_mapping()
+            .unwrap()
+            .keys()
+            .filter_map(|k| k.as_str())
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "error_code",
+                "error_name",
+                "error_category",
+                "status",
+                "ray_id",
+                "timestamp",
+                "zone",
+                "cloudflare_error",
+                "retryable",
+                "owner_action_required"
+            ],
+            "{host}"
+        );
+        let parser = pulldown_cmark::Parser::new(&prose);
+        let mut headings = 0;
+        let mut text = String::new();
+        let mut in_h1 = false;
+        for event in parser {
+            match event {
+                pulldown_cmark::Event::Start(pulldown_cmark::Tag::Heading { level, .. }) => {
+                    headings += 1;
+                    in_h1 = level == pulldown_cmark::HeadingLevel::H1;
+                }
+                pulldown_cmark::Event::End(pulldown_cmark::TagEnd::Heading(_)) => in_h1 = false,
+                pulldown_cmark::Event::Text(t) if in_h1 => text.push_str(&t),
+                pulldown_cmark::Event::Html(_) | pulldown_cmark::Event::InlineHtml(_) => {
+                    panic!("{host}: the host became HTML in the Markdown")
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(headings, 3, "{host}: {prose}");
+        assert_eq!(text, format!("Error 1001: No site at {host}"));
+
+        // HTML: the host is text, never markup.
+        let r = ask_raw(&edge, host, "text/html");
+        let html = String::from_utf8(r.body).unwrap();
+        let page = scraper::Html::parse_document(&html);
+        let scripts = page
+            .select(&scraper::Selector::parse("script, a").unwrap())
+            .count();
+        assert_eq!(scripts, 0, "{host}");
+        assert_eq!(h1(&html), format!("No site at {host}"));
+    }
+}
+
+#[test]
+fn a_reload_that_breaks_an_asset_keeps_the_old_pages() {
+    let (_origin, edge) = start();
+    let (_, _, before) = get(&edge, "example.com", "/admin", "text/html");
+    assert_eq!(h1(&before), "Blocked by the shop");
+    // The asset is gone: the policy no longer loads, the old one keeps serving.
+    let dir = edge.config.parent().unwrap().to_path_buf();
+    std::fs::remove_file(dir.join("pages/blocked.html")).unwrap();
+    edge.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, text) = admin_get(&edge, "/metrics");
+        if metric(
+            &text,
+            "signpost_policy_reloads_total",
+            &[("outcome", "rejected")],
+        ) == Some(1.0)
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the reload was not rejected");
+        thread::sleep(Duration::from_millis(20));
+    }
+    let log = edge.log();
+    assert!(
+        log.contains("cannot read `html_file` `pages/blocked.html`"),
+        "{log}"
+    );
+    let (status, _, after) = get(&edge, "example.com", "/admin", "text/html");
+    assert_eq!(status, 403);
+    assert_eq!(
+        h1(&after),
+        "Blocked by the shop",
+        "the old page still serves"
+    );
+}
+
+#[test]
+fn an_origin_503_with_retry_after_is_a_retryable_problem() {
+    let (_origin, edge) = start();
+    let (status, headers, body) = get(&edge, "example.com", "/retry/503/120", "application/json");
+    assert_eq!(status, 503);
+    assert_eq!(headers["content-type"], "application/json; charset=utf-8");
+    assert_eq!(headers["retry-after"], "120");
+    assert_eq!(
+        headers["x-origin"], "yes",
+        "the origin's own headers are kept"
+    );
+    assert_eq!(headers["content-length"], body.len().to_string().as_str());
+    let p = json(&body);
+    assert_eq!(p["status"], 503);
+    assert_eq!(p["error_code"], 503);
+    assert_eq!(p["cloudflare_error"], false);
+    assert_eq!(p["source"], "origin");
+    assert_eq!(p["retryable"], true);
+    assert_eq!(p["retry_after"], 120);
+    assert_eq!(p["zone"], "example.com");
+    assert_eq!(p["ray_id"], headers["cf-ray"].to_str().unwrap());
+    // The zone's rule on the origin's 503 speaks too.
+    assert_eq!(p["what_you_should_do"], "**Come back in 120 seconds.**");
+    // Markdown, another path: no rule, the catalog's words.
+    let (status, _, body) = get(&edge, "example.com", "/retry/503/7", "text/markdown");
+    assert_eq!(status, 503);
+    let (meta, _) = frontmatter(&body);
+    assert_eq!(meta["retry_after"].as_u64(), Some(7));
+    assert_eq!(meta["source"].as_str(), Some("origin"));
+    assert_eq!(meta["cloudflare_error"].as_bool(), Some(false));
+}
+
+#[test]
+fn origin_404_and_empty_500_are_problems_json_and_browsers_pass_through() {
+    let (_origin, edge) = start();
+    let (status, headers, body) = get(&edge, "example.com", "/status/404", "text/markdown");
+    assert_eq!(status, 404);
+    assert_eq!(headers["content-type"], "text/markdown; charset=utf-8");
+    let (meta, _) = frontmatter(&body);
+    assert_eq!(meta["error_code"].as_u64(), Some(404));
+    assert_eq!(meta["error_name"].as_str(), Some("origin_not_found"));
+    assert_eq!(meta["retryable"].as_bool(), Some(false));
+    assert!(headers.get("retry-after").is_none());
+
+    let (status, _, body) = get(
+        &edge,
+        "example.com",
+        "/empty/500",
+        "application/problem+json",
+    );
+    assert_eq!(status, 500);
+    let p = json(&body);
+    assert_eq!(
+        (p["error_code"].clone(), p["retryable"].clone()),
+        (500.into(), false.into())
+    );
+
+    // The origin's own JSON passes untouched.
+    let (status, headers, body) = get(&edge, "example.com", "/json/500", "application/json");
+    assert_eq!(status, 500);
+    assert_eq!(headers["content-type"], "application/json");
+    assert_eq!(body, r#"{"error":"origin's own"}"#);
+
+    // A browser gets the origin's bytes.
+    let browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+    let (status, headers, body) = get(&edge, "example.com", "/status/404", browser);
+    assert_eq!(status, 404);
+    assert_eq!(headers["content-type"], "text/html; charset=utf-8");
+    assert_eq!(body, "<html><body><h1>Origin says no</h1></body></html>");
+
+    // The connection that carried a reshaped error carries the next request.
+    let mut stream = TcpStream::connect(edge.addr).unwrap();
+    let two = "GET /status/404 HTTP/1.1\r\nHost: example.com\r\nAccept: application/json\r\n\r\n\
+               GET /ok HTTP/1.1\r\nHost: example.com\r\nConnection: close\r\n\r\n";
+    let responses = {
+        use std::io::Write;
+        stream.write_all(two.as_bytes()).unwrap();
+        read_responses(&mut stream, 2)
+    };
+    assert_eq!(responses[0].status, 404);
+    assert_eq!(responses[1].status, 200);
+    let mut rest = Vec::new();
+    let _ = stream.read_to_end(&mut rest);
+}
+
+#[test]
+fn head_gets_the_problem_head_without_a_body() {
+    let (_origin, edge) = start();
+    let (_, _, get_body) = get(&edge, "example.com", "/retry/503/120", "application/json");
+    let response = client(&edge)
+        .head(format!(
+            "http://example.com:{}/retry/503/120",
+            edge.addr.port()
+        ))
+        .header("accept", "application/json")
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    let headers = response.headers().clone();
+    assert_eq!(headers["content-type"], "application/json; charset=utf-8");
+    assert_eq!(headers["retry-after"], "120");
+    let length: usize = headers["content-length"].to_str().unwrap().parse().unwrap();
+    // The same problem, up to its ray id and time: the same length.
+    assert_eq!(length, get_body.len());
+    assert!(response.bytes().unwrap().is_empty());
+}
