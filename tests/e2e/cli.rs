@@ -175,3 +175,89 @@ fn the_example_policy_passes_its_shipped_test_cases() {
     let passed: usize = summary.split(' ').next().unwrap().parse().unwrap();
     assert!(passed >= 15, "{stdout}");
 }
+
+#[test]
+fn render_previews_the_error_rules_of_a_policy() {
+    let config = repo_root().join("config/example.toml");
+    let config = config.to_str().unwrap();
+    let render = |args: &[&str]| {
+        let mut all = vec!["render"];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["--config", config]);
+        let (code, stdout, stderr) = signpost(&all);
+        assert_eq!(code, 0, "{stdout}{stderr}");
+        let (head, body) = stdout.split_once("\n\n").unwrap();
+        (head.to_owned(), body.to_owned(), stderr)
+    };
+    // 1020 for a browser: the rule's page, from its html_file.
+    let (head, body, stderr) = render(&["1020", "--host", "www.example.com"]);
+    assert!(head.starts_with("HTTP/1.1 403 Forbidden\n"), "{head}");
+    assert!(body.contains("<h1>This request was blocked</h1>"), "{body}");
+    assert!(
+        body.contains("<code>192.0.2.1</code>"),
+        "the client's address: {body}"
+    );
+    assert!(stderr.contains("error rule: blocked-page"), "{stderr}");
+    // A 52x for an agent asking for Markdown: the rule's status, wait and body.
+    let (head, body, _) = render(&[
+        "521",
+        "--accept",
+        "text/markdown",
+        "--host",
+        "www.example.com",
+    ]);
+    assert!(
+        head.starts_with("HTTP/1.1 503 Service Unavailable\n"),
+        "{head}"
+    );
+    assert!(head.contains("\nretry-after: 60\n"), "{head}");
+    let (meta, prose) = frontmatter(&body);
+    assert_eq!(meta["error_code"].as_u64(), Some(521));
+    assert!(prose.contains("Retry in 60 seconds."), "{prose}");
+    // The zone's rule before the global ones, by --zone.
+    let (_, body, stderr) = render(&["1015", "--accept", "application/json", "--zone", "api"]);
+    let p: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(p["title"], "Error 1015: API rate limit reached");
+    assert_eq!(p["documentation"], "https://docs.example.com/api/limits");
+    assert!(stderr.contains("error rule: api-rate-limit"), "{stderr}");
+    // An origin's error, as a structured zone answers it.
+    let (head, body, _) = render(&[
+        "503",
+        "--origin",
+        "--accept",
+        "application/json",
+        "--zone",
+        "api",
+    ]);
+    assert!(head.contains("\nretry-after: 60\n"), "{head}");
+    let p: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (p["source"].as_str(), p["cloudflare_error"].as_bool()),
+        (Some("origin"), Some(false))
+    );
+}
+
+#[test]
+fn check_names_an_unknown_token_and_a_missing_asset_in_place() {
+    let scratch = Scratch::new("check-rules");
+    let path = scratch.write(
+        "rules.toml",
+        "[[zone]]\nname = \"a\"\nhosts = [\"example.com\"]\norigin = \"127.0.0.1:8000\"\n\n\
+         [[error_rule]]\nid = \"e\"\nexpression = 'cf.response.1xxx_code eq 1020'\n\
+         title = \"Blocked ::FOO::\"\nhtml_file = \"missing.html\"\n",
+    );
+    let (code, stdout, stderr) = signpost(&["check", path.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let at = |line_col: &str| format!("{}:{line_col}", path.display());
+    assert!(
+        stderr.contains(&format!("{}: unknown token `::FOO::`", at("9:18"))),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!(
+            "{}: cannot read `html_file` `missing.html`",
+            at("10:13")
+        )),
+        "{stderr}"
+    );
+}

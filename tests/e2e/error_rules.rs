@@ -524,3 +524,35 @@ fn head_gets_the_problem_head_without_a_body() {
     assert_eq!(length, get_body.len());
     assert!(response.bytes().unwrap().is_empty());
 }
+
+#[test]
+fn render_prints_what_the_edge_answers() {
+    let (_origin, edge) = start();
+    let (status, headers, served) = get(&edge, "example.com", "/admin", "application/json");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signpost"))
+        .args([
+            "render",
+            "1020",
+            "--accept",
+            "application/json",
+            "--host",
+            "example.com",
+        ])
+        .args(["--path", "/admin", "--client-ip", "127.0.0.1", "--config"])
+        .arg(&edge.config)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let (head, rendered) = stdout.split_once("\n\n").unwrap();
+    assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{head}");
+    // The same answer but for the occurrence's ray id and time.
+    let mut served = json(&served);
+    let mut rendered = json(rendered);
+    let served_ray = headers["cf-ray"].to_str().unwrap().to_owned();
+    let rendered_ray = rendered["ray_id"].as_str().unwrap().to_owned();
+    for p in [&mut served, &mut rendered] {
+        p["timestamp"] = Value::Null;
+    }
+    let rendered = rendered.to_string().replace(&rendered_ray, &served_ray);
+    assert_eq!(rendered, served.to_string());
+}

@@ -50,7 +50,8 @@ pub struct RequestCtx {
     /// An origin error whose body the edge is replacing with a problem (`origin_errors.rs`).
     pub replacing: Option<crate::origin_errors::Replacing>,
     /// An origin error with an empty body, answered by `fail_to_proxy`: its head and body.
-    pub origin_error_answer: Option<(pingora::http::ResponseHeader, bytes::Bytes)>,
+    /// Boxed: rare, and a proxied request's context stays as small as it was.
+    pub origin_error_answer: Option<Box<(pingora::http::ResponseHeader, bytes::Bytes)>>,
 }
 
 impl RequestCtx {

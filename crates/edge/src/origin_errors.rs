@@ -99,7 +99,7 @@ pub fn response_filter(
         return Ok(());
     }
     if declared_empty {
-        ctx.origin_error_answer = Some((response.clone(), body));
+        ctx.origin_error_answer = Some(Box::new((response.clone(), body)));
         return Error::e_explain(ANSWERED_IN_PLACE, "origin error with an empty body");
     }
     ctx.replacing = Some(Replacing {

@@ -318,7 +318,8 @@ impl ProxyHttp for Edge {
         e: &Error,
         ctx: &mut Self::CTX,
     ) -> FailToProxy {
-        if let Some((head, body)) = ctx.origin_error_answer.take() {
+        if let Some(answer) = ctx.origin_error_answer.take() {
+            let (head, body) = *answer;
             let status = crate::origin_errors::write_in_place(session, head, body)
                 .await
                 .ok();
