@@ -110,6 +110,19 @@ expression = 'http.request.uri.path eq "/login"'
 period = "1m"
 requests_per_period = 1
 
+[[custom_rule]]
+id = "private"
+action = "block"
+expression = 'http.request.uri.path eq "/private"'
+response = {{ status = 404, title = "Nothing at ::ZONE::", text = "Nothing here." }}
+
+[[rate_limit]]
+id = "signup"
+expression = 'http.request.uri.path eq "/signup"'
+period = "1m"
+requests_per_period = 1
+response = {{ retry_after = 600, json = '{{"why": "one signup a minute"}}' }}
+
 [[zone]]
 name = "shop"
 hosts = ["example.com"]
@@ -555,4 +568,33 @@ fn render_prints_what_the_edge_answers() {
     }
     let rendered = rendered.to_string().replace(&rendered_ray, &served_ray);
     assert_eq!(rendered, served.to_string());
+}
+
+#[test]
+fn a_rules_own_response_speaks_before_the_error_rules() {
+    let (_origin, edge) = start();
+    // A WAF rule's response: its status and text, the contract's members kept.
+    let (status, _, body) = get(&edge, "example.com", "/private", "application/json");
+    assert_eq!(status, 404);
+    let p = json(&body);
+    assert_eq!(p["error_code"], 1020);
+    assert_eq!(p["status"], 404);
+    assert_eq!(p["title"], "Error 1020: Nothing at example.com");
+    let (status, _, body) = get(&edge, "example.com", "/private", "text/markdown");
+    assert_eq!(status, 404);
+    let (meta, prose) = frontmatter(&body);
+    assert_eq!(meta["error_code"].as_u64(), Some(1020));
+    assert_eq!(prose, "\nNothing here\\.\n");
+    // A rate limit's response beats the zone's error rule on 1015.
+    let _ = get(&edge, "example.com", "/signup", "application/json");
+    let (status, headers, body) = get(&edge, "example.com", "/signup", "application/json");
+    assert_eq!(status, 429);
+    assert_eq!(headers["retry-after"], "600");
+    let p = json(&body);
+    assert_eq!(p["why"], "one signup a minute");
+    assert_eq!(p["retry_after"], 600);
+    assert_eq!(
+        p["title"], "Error 1015: You are being rate limited",
+        "not the zone's rule"
+    );
 }

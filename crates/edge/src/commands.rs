@@ -57,6 +57,9 @@ pub struct RenderArgs {
     /// The client's address (`::CLIENT_IP::`, `ip.src`).
     #[arg(long, default_value = "192.0.2.1")]
     client_ip: IpAddr,
+    /// The custom or rate-limit rule that refused (its id), so that its `response` is previewed.
+    #[arg(long)]
+    rule: Option<String>,
     /// Preview an origin's own error: `code` is the status the origin answered (400-599), as a
     /// zone with `[zone.origin_errors] structured = true` or a matching error rule answers it.
     #[arg(long)]
@@ -116,7 +119,9 @@ pub fn render(args: &RenderArgs) -> anyhow::Result<()> {
             code: entry.status,
             edge_code,
         };
-        if let Some((id, rule)) = policy.error_rule(zone, &facts, args.client_ip, response) {
+        if let Some((id, rule)) =
+            policy.error_rule(zone, &facts, args.client_ip, response, args.rule.as_deref())
+        {
             eprintln!("error rule: {id}");
             custom = Some(rule.clone());
         }

@@ -19,8 +19,9 @@ pub struct Matched<'a> {
     pub custom: &'a Custom,
 }
 
-/// The first error rule (the zone's, then the global ones) matching the request and an answer
-/// with HTTP status `status` and catalog code `edge_code` (0 for the origin's own error).
+/// The rule that speaks for an answer with HTTP status `status` and catalog code `edge_code` (0
+/// for the origin's own error): the `response` of the rule that refused, then the first error
+/// rule (the zone's, then the global ones) matching the request and the answer.
 pub fn find<'a>(
     loaded: &'a Loaded,
     session: &Session,
@@ -48,7 +49,13 @@ pub fn find<'a>(
     };
     loaded
         .policy
-        .error_rule(ctx.zone, &facts, ctx.client(), response)
+        .error_rule(
+            ctx.zone,
+            &facts,
+            ctx.client(),
+            response,
+            ctx.rule_id.as_deref(),
+        )
         .map(|(id, custom)| Matched { id, custom })
 }
 

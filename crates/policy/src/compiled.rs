@@ -345,18 +345,27 @@ impl CompiledPolicy {
         !self.rules.errors.is_empty()
     }
 
-    /// The error rule for an answer the edge is about to make: the first of the zone's rules,
-    /// then of the global ones, that matches the request and `response`. Called only when an
-    /// error is being answered, so a request no error concerns never pays for it.
+    /// The error rule for an answer the edge is about to make, in Cloudflare's precedence: the
+    /// `response` of the custom or rate-limit rule that refused (`refused_by`, the decision's
+    /// `rule_id`), then the first of the zone's error rules, then of the global ones, that
+    /// matches the request and `response`. Returns the id of the rule that speaks, and what it
+    /// changes. Called only when an error is being answered, so a request no error concerns
+    /// never pays for it.
     pub fn error_rule(
         &self,
         zone: Option<ZoneId>,
         facts: &RequestFacts<'_>,
         client_ip: std::net::IpAddr,
         response: ResponseFacts,
+        refused_by: Option<&str>,
     ) -> Option<(&str, &signpost_problem::Custom)> {
         if self.rules.errors.is_empty() {
             return None;
+        }
+        if let Some(found) =
+            refused_by.and_then(|id| self.rules.errors.rule_response(id, response.edge_code))
+        {
+            return Some(found);
         }
         let mut cx = Cx::new(
             facts,

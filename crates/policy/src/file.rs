@@ -62,6 +62,24 @@ pub(crate) struct ErrorRuleFile {
     pub text: Option<Spanned<String>>,
 }
 
+/// `response = {...}` on a custom (block) or rate-limit rule: what the edge answers when that rule
+/// refuses, before any error rule.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RuleResponseFile {
+    pub status: Option<Spanned<i64>>,
+    pub retryable: Option<bool>,
+    pub retry_after: Option<Spanned<i64>>,
+    pub title: Option<Spanned<String>>,
+    pub detail: Option<Spanned<String>>,
+    pub what_you_should_do: Option<Spanned<String>>,
+    pub html: Option<Spanned<String>>,
+    pub html_file: Option<Spanned<String>>,
+    pub json: Option<Spanned<String>>,
+    pub markdown: Option<Spanned<String>>,
+    pub text: Option<Spanned<String>>,
+}
+
 /// `[zone.origin_errors]`: the origin's own errors, for agents.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -217,6 +235,7 @@ pub(crate) struct CustomRuleFile {
     pub description: Option<String>,
     pub action: Spanned<String>,
     pub expression: Spanned<String>,
+    pub response: Option<Spanned<RuleResponseFile>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -235,4 +254,5 @@ pub(crate) struct RateLimitFile {
     pub mitigation_timeout: Option<Spanned<String>>,
     pub max_keys: Option<Spanned<i64>>,
     pub scope: Option<Spanned<String>>,
+    pub response: Option<Spanned<RuleResponseFile>>,
 }

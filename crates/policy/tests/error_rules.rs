@@ -58,8 +58,14 @@ fn ask(p: &CompiledPolicy, host: &str, path: &str, code: u16, edge_code: u16) ->
         headers: &headers,
     };
     let zone = p.decide(&facts, std::time::Instant::now()).zone;
-    p.error_rule(zone, &facts, facts.peer, ResponseFacts { code, edge_code })
-        .map(|(id, _)| id.to_owned())
+    p.error_rule(
+        zone,
+        &facts,
+        facts.peer,
+        ResponseFacts { code, edge_code },
+        None,
+    )
+    .map(|(id, _)| id.to_owned())
 }
 
 #[test]
@@ -113,6 +119,7 @@ fn the_rule_carries_its_content() {
                 code: 429,
                 edge_code: 1015,
             },
+            None,
         )
         .unwrap();
     assert_eq!(custom.status, Some(503));
@@ -251,4 +258,78 @@ fn assets_are_read_checked_and_located() {
         &["policy.toml:4:13: give `html` or `html_file`, not both"],
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_rules_own_response_comes_before_every_error_rule() {
+    let text = format!(
+        r#"{GLOBAL}
+[[custom_rule]]
+id = "no-admin"
+action = "block"
+expression = 'http.request.uri.path eq "/admin"'
+response = {{ status = 404, title = "Nothing here", text = "Not found." }}
+
+[[rate_limit]]
+id = "login"
+expression = 'http.request.uri.path eq "/login"'
+period = "1m"
+requests_per_period = 1
+response = {{ retry_after = 120, json = '{{"why": "login flood"}}' }}
+{ZONE}"#
+    );
+    let p = load(&text, Path::new(".")).unwrap();
+    let headers = http::HeaderMap::new();
+    let facts = signpost_policy::RequestFacts {
+        peer: "192.0.2.7".parse().unwrap(),
+        host: "shop.example",
+        method: "GET",
+        uri: "/login",
+        tls: false,
+        sni: None,
+        headers: &headers,
+    };
+    let zone = p.zone_named("shop");
+    let limited = ResponseFacts {
+        code: 429,
+        edge_code: 1015,
+    };
+    let (id, custom) = p
+        .error_rule(zone, &facts, facts.peer, limited, Some("login"))
+        .unwrap();
+    assert_eq!((id, custom.retry_after), ("login", Some(120)));
+    // Without the rule that refused, the zone's error rule speaks.
+    let (id, _) = p
+        .error_rule(zone, &facts, facts.peer, limited, None)
+        .unwrap();
+    assert_eq!(id, "shop-1015");
+    // A rule's response is for its own refusal only.
+    let blocked = ResponseFacts {
+        code: 403,
+        edge_code: 1020,
+    };
+    let (id, custom) = p
+        .error_rule(zone, &facts, facts.peer, blocked, Some("no-admin"))
+        .unwrap();
+    assert_eq!((id, custom.status), ("no-admin", Some(404)));
+    assert!(
+        p.error_rule(zone, &facts, facts.peer, blocked, Some("login"))
+            .is_none()
+    );
+}
+
+#[test]
+fn only_a_block_rule_has_a_response() {
+    let text = "[[custom_rule]]\nid = \"c\"\naction = \"log\"\nexpression = 'http.host eq \"x\"'\n\
+                response = { title = \"t ::NOPE::\" }\n\
+                [[rate_limit]]\nid = \"r\"\nperiod = \"1m\"\nrequests_per_period = 1\n\
+                response = { status = 302 }\n";
+    assert_errors(
+        text,
+        Path::new("."),
+        &[
+            "policy.toml:5:12: only a `block` rule refuses, so only it can have a `response`",
+            "policy.toml:10:23: `status` must be from 400 to 599",
+        ],
+    );
 }

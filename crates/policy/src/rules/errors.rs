@@ -11,7 +11,7 @@ use signpost_problem::{Custom, MAX_ASSET_BYTES, MAX_INLINE_CONTENT};
 use super::{RuleIds, RulesSpec, expression_in, map_string_offset, sp};
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::{Cx, Filter};
-use crate::file::{ErrorRuleFile, PolicyFile};
+use crate::file::{ErrorRuleFile, PolicyFile, RuleResponseFile};
 
 /// The longest wait a rule may announce: a day. A longer `Retry-After` reads as "never" to
 /// clients, which `retryable = false` says better.
@@ -24,17 +24,28 @@ pub(crate) struct ErrorRule {
     pub custom: Custom,
 }
 
-/// Every error rule: the global ones and each zone's, in file order.
+/// Every error rule: the global ones and each zone's, in file order; and the responses of
+/// custom and rate-limit rules, which come first.
 #[derive(Debug, Default)]
 pub(crate) struct ErrorRules {
     global: Vec<ErrorRule>,
     /// Indexed like the policy's zones.
     zones: Vec<Vec<ErrorRule>>,
+    /// `response = {...}` of custom (block) and rate-limit rules, by rule id, with the code their
+    /// refusal has (1020 or 1015).
+    responses: std::collections::HashMap<Arc<str>, (u16, Custom)>,
 }
 
 impl ErrorRules {
     pub(crate) fn is_empty(&self) -> bool {
-        self.global.is_empty() && self.zones.iter().all(Vec::is_empty)
+        self.global.is_empty() && self.zones.iter().all(Vec::is_empty) && self.responses.is_empty()
+    }
+
+    /// The response of the custom or rate-limit rule `id` for an answer with catalog code
+    /// `edge_code`: only the refusal that rule makes (1020 or 1015) carries it.
+    pub(crate) fn rule_response(&self, id: &str, edge_code: u16) -> Option<(&str, &Custom)> {
+        let (key, (code, custom)) = self.responses.get_key_value(id)?;
+        (*code == edge_code).then_some((&**key, custom))
     }
 
     /// The first rule that matches: the zone's rules first, then the global ones.
@@ -72,7 +83,84 @@ pub(super) fn validate(
         }
         rules.zones.push(zone_rules);
     }
+    for r in &file.custom_rule {
+        let r = r.get_ref();
+        let Some(response) = &r.response else {
+            continue;
+        };
+        if r.action.get_ref() != "block" {
+            d.at(
+                ProblemKind::Invalid,
+                sp(response),
+                "only a `block` rule refuses, so only it can have a `response`",
+            );
+            continue;
+        }
+        if let Some(custom) = content(d, &fields_of_response(response.get_ref()), base_dir) {
+            rules
+                .responses
+                .insert(Arc::from(r.id.get_ref().trim()), (1020, custom));
+        }
+    }
+    for r in &file.rate_limit {
+        let r = r.get_ref();
+        let Some(response) = &r.response else {
+            continue;
+        };
+        if let Some(custom) = content(d, &fields_of_response(response.get_ref()), base_dir) {
+            rules
+                .responses
+                .insert(Arc::from(r.id.get_ref().trim()), (1015, custom));
+        }
+    }
     spec.errors = rules;
+}
+
+/// What an error rule and a rule's `response` share: the answer's status, retry and content.
+struct Fields<'a> {
+    status: Option<&'a Spanned<i64>>,
+    retryable: Option<bool>,
+    retry_after: Option<&'a Spanned<i64>>,
+    title: Option<&'a Spanned<String>>,
+    detail: Option<&'a Spanned<String>>,
+    what_you_should_do: Option<&'a Spanned<String>>,
+    html: Option<&'a Spanned<String>>,
+    html_file: Option<&'a Spanned<String>>,
+    json: Option<&'a Spanned<String>>,
+    markdown: Option<&'a Spanned<String>>,
+    text: Option<&'a Spanned<String>>,
+}
+
+fn fields_of_rule(r: &ErrorRuleFile) -> Fields<'_> {
+    Fields {
+        status: r.status.as_ref(),
+        retryable: r.retryable,
+        retry_after: r.retry_after.as_ref(),
+        title: r.title.as_ref(),
+        detail: r.detail.as_ref(),
+        what_you_should_do: r.what_you_should_do.as_ref(),
+        html: r.html.as_ref(),
+        html_file: r.html_file.as_ref(),
+        json: r.json.as_ref(),
+        markdown: r.markdown.as_ref(),
+        text: r.text.as_ref(),
+    }
+}
+
+fn fields_of_response(r: &RuleResponseFile) -> Fields<'_> {
+    Fields {
+        status: r.status.as_ref(),
+        retryable: r.retryable,
+        retry_after: r.retry_after.as_ref(),
+        title: r.title.as_ref(),
+        detail: r.detail.as_ref(),
+        what_you_should_do: r.what_you_should_do.as_ref(),
+        html: r.html.as_ref(),
+        html_file: r.html_file.as_ref(),
+        json: r.json.as_ref(),
+        markdown: r.markdown.as_ref(),
+        text: r.text.as_ref(),
+    }
 }
 
 fn validate_one(
@@ -84,9 +172,19 @@ fn validate_one(
 ) -> Option<ErrorRule> {
     let id = ids.check(d, &r.id);
     let filter = expression_in(d, &r.expression, spec, true);
+    let custom = content(d, &fields_of_rule(r), base_dir);
+    Some(ErrorRule {
+        id,
+        filter: filter?,
+        custom: custom?,
+    })
+}
+
+/// Checks an answer's status, retry and content, reading its asset; `None` after any problem.
+fn content(d: &mut Diagnostics<'_>, r: &Fields<'_>, base_dir: &Path) -> Option<Custom> {
     let mut custom = Custom::default();
     let mut ok = true;
-    if let Some(status) = &r.status {
+    if let Some(status) = r.status {
         match u16::try_from(*status.get_ref()) {
             Ok(n @ 400..=599) => custom.status = Some(n),
             _ => bad(
@@ -97,7 +195,7 @@ fn validate_one(
             ),
         }
     }
-    if let Some(wait) = &r.retry_after {
+    if let Some(wait) = r.retry_after {
         match u32::try_from(*wait.get_ref()) {
             Ok(n) if n >= 1 && i64::from(n) <= MAX_RULE_RETRY_AFTER => {
                 custom.retry_after = Some(n);
@@ -121,17 +219,17 @@ fn validate_one(
     // A wait implies the answer is retryable.
     custom.retryable = r.retryable.or(custom.retry_after.map(|_| true));
     for (name, value, one_line, slot) in [
-        ("title", &r.title, true, &mut custom.title),
-        ("detail", &r.detail, true, &mut custom.detail),
+        ("title", r.title, true, &mut custom.title),
+        ("detail", r.detail, true, &mut custom.detail),
         (
             "what_you_should_do",
-            &r.what_you_should_do,
+            r.what_you_should_do,
             false,
             &mut custom.what_you_should_do,
         ),
-        ("markdown", &r.markdown, false, &mut custom.markdown),
-        ("text", &r.text, false, &mut custom.text),
-        ("html", &r.html, false, &mut custom.html),
+        ("markdown", r.markdown, false, &mut custom.markdown),
+        ("text", r.text, false, &mut custom.text),
+        ("html", r.html, false, &mut custom.html),
     ] {
         let Some(value) = value else { continue };
         if inline(d, name, value, one_line) {
@@ -140,7 +238,7 @@ fn validate_one(
             ok = false;
         }
     }
-    if let Some(file) = &r.html_file {
+    if let Some(file) = r.html_file {
         if r.html.is_some() {
             d.at(
                 ProblemKind::Invalid,
@@ -155,7 +253,7 @@ fn validate_one(
             }
         }
     }
-    if let Some(json) = &r.json {
+    if let Some(json) = r.json {
         if inline(d, "json", json, false) {
             match serde_json::from_str::<serde_json::Value>(json.get_ref()) {
                 Ok(value) => match signpost_problem::check_json_content(&value) {
@@ -168,8 +266,7 @@ fn validate_one(
             ok = false;
         }
     }
-    let filter = filter?;
-    ok.then_some(ErrorRule { id, filter, custom })
+    ok.then_some(custom)
 }
 
 fn bad(d: &mut Diagnostics<'_>, ok: &mut bool, at: std::ops::Range<usize>, why: String) {
