@@ -673,22 +673,24 @@ impl Edge {
             .policy
             .clone()
             .unwrap_or_else(|| self.policy.load_full());
-        // The operator's error rule, if one matches this answer: asked here, where an error is
-        // answered, and never on the way to the origin.
-        let rule = crate::error_rules::find(&loaded, session, ctx, entry.status, entry.code.get());
-        let values = rule
-            .as_ref()
-            .map(|_| crate::error_rules::RequestValues::new(&loaded, session, ctx));
-        let dressing = rule
-            .as_ref()
-            .zip(values.as_ref())
-            .map(|(rule, values)| values.dressing(std::borrow::Cow::Borrowed(rule.custom)));
         let answer = {
+            // The operator's error rule, if one matches this answer: asked here, where an error
+            // is answered, and never on the way to the origin. Kept inside this block, so that
+            // none of it is held across the write below.
+            let rule =
+                crate::error_rules::find(&loaded, session, ctx, entry.status, entry.code.get());
+            let values = rule
+                .as_ref()
+                .map(|_| crate::error_rules::RequestValues::new(&loaded, session, ctx));
+            let dressing = rule
+                .as_ref()
+                .zip(values.as_ref())
+                .map(|(rule, values)| values.dressing(std::borrow::Cow::Borrowed(rule.custom)));
             // The normalised host is only shown here, so it is worked out here rather than kept
             // (as an allocated copy) by every proxied request.
             let host = request_host(session);
             let zone = signpost_policy::normalize_host(&host);
-            Answer::new(
+            let answer = Answer::new(
                 entry,
                 format,
                 ctx.ray_id,
@@ -696,9 +698,10 @@ impl Edge {
                 retry_after,
                 loaded.policy.problem_branding(),
                 dressing.as_ref(),
-            )?
+            )?;
+            ctx.error_rule = rule.map(|r| r.id.into());
+            answer
         };
-        ctx.error_rule = rule.map(|r| r.id.into());
         ctx.error_code = Some(answer.code);
         ctx.format = Some(answer.format);
         let head_only = session.req_header().method == http::Method::HEAD;
