@@ -22,6 +22,25 @@ struct Page<'a> {
     status: u16,
     retry_after: Option<u32>,
     footer: &'a str,
+    /// For the edge's 5xx answers: the request's way, you - the edge - the host, and where it
+    /// broke. `None` for refusals (4xx), where nothing broke.
+    way: Option<Way>,
+}
+
+/// Where a failed request's way broke.
+struct Way {
+    /// The edge itself failed (its own 500s, compute and rewrite errors); else the way to the
+    /// host, or the host, did.
+    edge_broke: bool,
+}
+
+impl Way {
+    fn of(status: u16, category: crate::Category) -> Option<Way> {
+        use crate::Category::*;
+        (status >= 500).then(|| Way {
+            edge_broke: matches!(category, Cloudflare | Worker | Snippet | Rewrite),
+        })
+    }
 }
 
 pub(crate) fn render(view: &View<'_>, branding: &Branding) -> Vec<u8> {
@@ -45,6 +64,7 @@ pub(crate) fn render(view: &View<'_>, branding: &Branding) -> Vec<u8> {
         status: view.status,
         retry_after: view.retry_after,
         footer: &branding.footer,
+        way: Way::of(view.status, entry.error_category),
     };
     // Rendering to a String only fails if a Display impl fails, which ours do not; fall back
     // to a bare page rather than panic.

@@ -521,3 +521,37 @@ fn token_budget_for_1015() {
     assert!(md_tokens <= 221, "markdown: {md_tokens} tokens");
     assert!(json_tokens <= 256, "json: {json_tokens} tokens");
 }
+
+/// The edge's 5xx pages draw the request's way (you, the edge, the host) and mark where it broke,
+/// as an ordered list a screen reader and a page without CSS read in order; refusals draw none.
+#[test]
+fn failure_pages_show_where_the_way_broke() {
+    let states = |code: u16| -> Option<Vec<(String, String)>> {
+        let p = problem(code, "<b>shop</b>.example", RAY);
+        let page =
+            scraper::Html::parse_document(body(&render(&p, Format::Html, &Branding::default())));
+        let hop = scraper::Selector::parse("figure.way li").unwrap();
+        let part = |li: &scraper::ElementRef<'_>, class: &str| {
+            let s = scraper::Selector::parse(class).unwrap();
+            li.select(&s).next().unwrap().text().collect::<String>()
+        };
+        let hops: Vec<_> = page
+            .select(&hop)
+            .map(|li| (part(&li, ".what"), part(&li, ".state")))
+            .collect();
+        (!hops.is_empty()).then_some(hops)
+    };
+    let origin_down = states(522).expect("a 52x draws the way");
+    assert_eq!(origin_down[0].1, "Working");
+    assert_eq!(origin_down[1].1, "Working");
+    assert_eq!(
+        origin_down[2],
+        ("<b>shop</b>.example".to_string(), "Error".to_string()),
+        "the host, as text, marked broken"
+    );
+    let edge_failed = states(500).expect("the edge's own 500 draws the way");
+    assert_eq!(edge_failed[1].1, "Error");
+    assert_eq!(edge_failed[2].1, "Not reached");
+    assert_eq!(states(1020), None, "a refusal: nothing broke");
+    assert_eq!(states(404), None);
+}
