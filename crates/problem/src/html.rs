@@ -37,7 +37,7 @@ struct Way {
 impl Way {
     fn of(status: u16, category: crate::Category) -> Option<Way> {
         use crate::Category::*;
-        (status >= 500).then(|| Way {
+        (status >= 500).then_some(Way {
             edge_broke: matches!(category, Cloudflare | Worker | Snippet | Rewrite),
         })
     }
