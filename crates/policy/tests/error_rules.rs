@@ -215,7 +215,33 @@ fn inline_content_is_at_most_10_kb() {
     assert_errors(
         &text,
         Path::new("."),
-        &["policy.toml:4:8: `html` is 10241 bytes; inline content is at most 10240 bytes"],
+        &[
+            "policy.toml:4:8: `html` is 10241 bytes; an error rule's inline content is at most 10240 bytes",
+        ],
+    );
+}
+
+#[test]
+fn a_rules_own_response_has_cloudflares_limit_for_its_kind() {
+    // A WAF custom rule's response: 2 KB; a rate-limit rule's: 30 KB.
+    let waf = "w".repeat(2 * 1024 + 1);
+    let limit = "r".repeat(30 * 1024 + 1);
+    let fits = "f".repeat(30 * 1024);
+    let text = format!(
+        "[[custom_rule]]\nid = \"a\"\naction = \"block\"\nexpression = 'http.request.uri.path eq \"/a\"'\n\
+         response = {{ text = \"{waf}\" }}\n\
+         [[rate_limit]]\nid = \"b\"\nexpression = 'http.request.uri.path eq \"/b\"'\nperiod = \"1m\"\n\
+         requests_per_period = 1\nresponse = {{ text = \"{limit}\" }}\n\
+         [[rate_limit]]\nid = \"c\"\nexpression = 'http.request.uri.path eq \"/c\"'\nperiod = \"1m\"\n\
+         requests_per_period = 1\nresponse = {{ text = \"{fits}\" }}\n"
+    );
+    assert_errors(
+        &text,
+        Path::new("."),
+        &[
+            "policy.toml:5:21: `text` is 2049 bytes; a custom rule's inline response is at most 2048 bytes",
+            "policy.toml:11:21: `text` is 30721 bytes; a rate-limit rule's inline response is at most 30720 bytes",
+        ],
     );
 }
 

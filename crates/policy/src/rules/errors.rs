@@ -17,6 +17,32 @@ use crate::file::{ErrorRuleFile, PolicyFile, RuleResponseFile};
 /// clients, which `retryable = false` says better.
 pub const MAX_RULE_RETRY_AFTER: i64 = 86_400;
 
+/// How much inline content one kind of answer may carry, Cloudflare's limits for each: a custom
+/// error rule's content 10 KB, a WAF custom rule's own response 2 KB, a rate-limit rule's 30 KB.
+/// (Pages larger than that go in `html_file`, up to 1.5 MB.)
+#[derive(Clone, Copy)]
+struct InlineLimit {
+    bytes: usize,
+    of: &'static str,
+}
+
+const ERROR_RULE_CONTENT: InlineLimit = InlineLimit {
+    bytes: MAX_INLINE_CONTENT,
+    of: "an error rule's inline content",
+};
+/// A WAF custom rule's `response`: 2 KB.
+pub const MAX_CUSTOM_RULE_RESPONSE: usize = 2 * 1024;
+const CUSTOM_RULE_RESPONSE: InlineLimit = InlineLimit {
+    bytes: MAX_CUSTOM_RULE_RESPONSE,
+    of: "a custom rule's inline response",
+};
+/// A rate-limit rule's `response`: 30 KB.
+pub const MAX_RATE_LIMIT_RESPONSE: usize = 30 * 1024;
+const RATE_LIMIT_RESPONSE: InlineLimit = InlineLimit {
+    bytes: MAX_RATE_LIMIT_RESPONSE,
+    of: "a rate-limit rule's inline response",
+};
+
 #[derive(Debug)]
 pub(crate) struct ErrorRule {
     pub id: Arc<str>,
@@ -96,7 +122,8 @@ pub(super) fn validate(
             );
             continue;
         }
-        if let Some(custom) = content(d, &fields_of_response(response.get_ref()), base_dir) {
+        let fields = fields_of_response(response.get_ref());
+        if let Some(custom) = content(d, &fields, base_dir, CUSTOM_RULE_RESPONSE) {
             rules
                 .responses
                 .insert(Arc::from(r.id.get_ref().trim()), (1020, custom));
@@ -107,7 +134,8 @@ pub(super) fn validate(
         let Some(response) = &r.response else {
             continue;
         };
-        if let Some(custom) = content(d, &fields_of_response(response.get_ref()), base_dir) {
+        let fields = fields_of_response(response.get_ref());
+        if let Some(custom) = content(d, &fields, base_dir, RATE_LIMIT_RESPONSE) {
             rules
                 .responses
                 .insert(Arc::from(r.id.get_ref().trim()), (1015, custom));
@@ -172,7 +200,7 @@ fn validate_one(
 ) -> Option<ErrorRule> {
     let id = ids.check(d, &r.id);
     let filter = expression_in(d, &r.expression, spec, true);
-    let custom = content(d, &fields_of_rule(r), base_dir);
+    let custom = content(d, &fields_of_rule(r), base_dir, ERROR_RULE_CONTENT);
     Some(ErrorRule {
         id,
         filter: filter?,
@@ -181,7 +209,12 @@ fn validate_one(
 }
 
 /// Checks an answer's status, retry and content, reading its asset; `None` after any problem.
-fn content(d: &mut Diagnostics<'_>, r: &Fields<'_>, base_dir: &Path) -> Option<Custom> {
+fn content(
+    d: &mut Diagnostics<'_>,
+    r: &Fields<'_>,
+    base_dir: &Path,
+    limit: InlineLimit,
+) -> Option<Custom> {
     let mut custom = Custom::default();
     let mut ok = true;
     if let Some(status) = r.status {
@@ -232,7 +265,7 @@ fn content(d: &mut Diagnostics<'_>, r: &Fields<'_>, base_dir: &Path) -> Option<C
         ("html", r.html, false, &mut custom.html),
     ] {
         let Some(value) = value else { continue };
-        if inline(d, name, value, one_line) {
+        if inline(d, name, value, one_line, limit) {
             *slot = Some(value.get_ref().clone());
         } else {
             ok = false;
@@ -254,7 +287,7 @@ fn content(d: &mut Diagnostics<'_>, r: &Fields<'_>, base_dir: &Path) -> Option<C
         }
     }
     if let Some(json) = r.json {
-        if inline(d, "json", json, false) {
+        if inline(d, "json", json, false, limit) {
             match serde_json::from_str::<serde_json::Value>(json.get_ref()) {
                 Ok(value) => match signpost_problem::check_json_content(&value) {
                     Ok(()) => custom.json = value.as_object().cloned(),
@@ -275,16 +308,24 @@ fn bad(d: &mut Diagnostics<'_>, ok: &mut bool, at: std::ops::Range<usize>, why: 
 }
 
 /// Checks inline content: its size, one line where the text is a title, and its tokens.
-fn inline(d: &mut Diagnostics<'_>, name: &str, value: &Spanned<String>, one_line: bool) -> bool {
+fn inline(
+    d: &mut Diagnostics<'_>,
+    name: &str,
+    value: &Spanned<String>,
+    one_line: bool,
+    limit: InlineLimit,
+) -> bool {
     let text = value.get_ref();
     let mut ok = true;
-    if text.len() > MAX_INLINE_CONTENT {
+    if text.len() > limit.bytes {
         d.at(
             ProblemKind::Invalid,
             sp(value),
             format!(
-                "`{name}` is {} bytes; inline content is at most {MAX_INLINE_CONTENT} bytes (10 KB, as Cloudflare's); put a page in `html_file`",
-                text.len()
+                "`{name}` is {} bytes; {} is at most {} bytes (Cloudflare's limit); put a page in `html_file`",
+                text.len(),
+                limit.of,
+                limit.bytes
             ),
         );
         ok = false;
