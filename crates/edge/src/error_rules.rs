@@ -5,7 +5,7 @@
 use std::borrow::Cow;
 
 use pingora::proxy::Session;
-use signpost_policy::{RequestFacts, ResponseFacts};
+use signpost_policy::ResponseFacts;
 use signpost_problem::{Custom, TokenValues};
 
 use crate::answer::Dressing;
@@ -33,16 +33,7 @@ pub fn find<'a>(
         return None;
     }
     let host = request_host(session);
-    let req = session.req_header();
-    let facts = RequestFacts {
-        peer: ctx.facts.peer,
-        host: &host,
-        method: req.method.as_str(),
-        uri: req.uri.path_and_query().map_or("/", |pq| pq.as_str()),
-        tls: ctx.facts.tls,
-        sni: crate::tls::client_sni(session.digest()),
-        headers: &req.headers,
-    };
+    let facts = crate::facts::request_facts(session, &ctx.facts, &host);
     let response = ResponseFacts {
         code: status,
         edge_code,

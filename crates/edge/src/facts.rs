@@ -5,6 +5,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use http::HeaderValue;
 use pingora::proxy::Session;
+use signpost_policy::RequestFacts;
 
 /// What the connection and the request head say about a request, worked out once by
 /// `request_filter` and read by every later hook.
@@ -48,6 +49,21 @@ pub fn request_host(session: &Session) -> Cow<'_, str> {
         .map_or(Cow::Borrowed(""), |v| {
             signpost_policy::lossy_utf8(v.as_bytes())
         })
+}
+
+/// What the policy reads of a live request: `facts` and `host` (from [`request_host`]) worked out
+/// once by the caller, the rest borrowed from the session.
+pub fn request_facts<'a>(session: &'a Session, facts: &Facts, host: &'a str) -> RequestFacts<'a> {
+    let req = session.req_header();
+    RequestFacts {
+        peer: facts.peer,
+        host,
+        method: req.method.as_str(),
+        uri: req.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+        tls: facts.tls,
+        sni: crate::tls::client_sni(session.digest()),
+        headers: &req.headers,
+    }
 }
 
 /// The request's `Accept`, every field line of it: RFC 9110 reads repeated lines as one list.

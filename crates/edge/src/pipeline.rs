@@ -34,7 +34,7 @@ use async_trait::async_trait;
 use pingora::http::ResponseHeader;
 use pingora::prelude::*;
 use pingora::proxy::FailToProxy;
-use signpost_policy::{MarkdownConfig, Origin, RequestFacts, Verdict};
+use signpost_policy::{MarkdownConfig, Origin, Verdict};
 use signpost_problem::{CatalogEntry, Code};
 
 use crate::answer::Answer;
@@ -414,16 +414,7 @@ impl Edge {
         loaded: &Loaded,
     ) -> Option<Refusal> {
         let host = request_host(session);
-        let req = session.req_header();
-        let facts = RequestFacts {
-            peer: ctx.facts.peer,
-            host: &host,
-            method: req.method.as_str(),
-            uri: req.uri.path_and_query().map_or("/", |pq| pq.as_str()),
-            tls: ctx.facts.tls,
-            sni: crate::tls::client_sni(session.digest()),
-            headers: &req.headers,
-        };
+        let facts = crate::facts::request_facts(session, &ctx.facts, &host);
         // The request's arrival is the rate limiters' "now": one clock read serves both. The fleet
         // step is the policy's (which rules, in which order, the first refusal deciding); the
         // edge only asks Redis.
