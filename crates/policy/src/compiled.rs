@@ -5,11 +5,14 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::Code;
+use crate::bots::settings::BotsConfig;
+use crate::bots::{self, BotCatalog};
 use crate::decision::{Decision, RequestFacts};
 use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
 use crate::expr::{Cx, ResponseFacts};
 use crate::fleet::RedisConfig;
 use crate::host::{HostName, HostTable, ParsedHost};
+use crate::identity::{Evidence, Identity, NoEvidence};
 use crate::policy::{self, BrandingConfig, Connections, Listener, Zone, ZoneId};
 use crate::rules::{self, Rules, Trust};
 use crate::trace::{NoTrace, Recorder, Trace, TraceStep, Tracer};
@@ -31,6 +34,15 @@ pub struct CompiledPolicy {
     zones: Vec<Zone>,
     hosts: HostTable,
     rules: Rules,
+    /// How requests are identified; `None` when nothing in the policy asks who is asking.
+    identification: Option<Identification>,
+}
+
+/// The policy's way of telling who is asking.
+#[derive(Debug)]
+struct Identification {
+    config: BotsConfig,
+    catalog: BotCatalog,
 }
 
 impl CompiledPolicy {
@@ -53,6 +65,15 @@ impl CompiledPolicy {
         };
         let policy = policy::validate(&file, &mut d, base_dir);
         let rules = rules::validate(&file, &mut d, base_dir);
+        let identification = (file.bots.is_some() || !file.bot.is_empty() || rules.identity_needed)
+            .then(|| Identification {
+                config: file
+                    .bots
+                    .as_ref()
+                    .map(|b| bots::settings::validate(b, &mut d, base_dir))
+                    .unwrap_or_default(),
+                catalog: bots::validate(&file.bot, &mut d),
+            });
         let mut hosts = HostTable::default();
         for (i, zone) in policy.zones.iter().enumerate() {
             for (pattern, at) in &zone.patterns {
@@ -85,6 +106,7 @@ impl CompiledPolicy {
             zones: policy.zones,
             hosts,
             rules,
+            identification,
         })
     }
 
@@ -165,10 +187,37 @@ impl CompiledPolicy {
 
     /// Decides one request. `now` drives the rate limiters (inject it in tests).
     pub fn decide(&self, facts: &RequestFacts<'_>, now: Instant) -> Decision {
+        self.decide_with(facts, &NoEvidence, now)
+    }
+
+    /// [`decide`](Self::decide), asking `evidence` what the edge knows from outside (the
+    /// signature's keys, address lists, reverse DNS) when the policy identifies requests.
+    pub fn decide_with(
+        &self,
+        facts: &RequestFacts<'_>,
+        evidence: &dyn Evidence,
+        now: Instant,
+    ) -> Decision {
         let mut decision = self.undecided(facts);
         // A phase that decides breaks out; the decision then holds its verdict.
-        let _ = self.phases(facts, now, &mut decision, &mut NoTrace);
+        let _ = self.phases(facts, evidence, now, &mut decision, &mut NoTrace);
         decision
+    }
+
+    /// Whether the policy identifies requests: the edge then verifies signatures and keeps
+    /// address lists and reverse DNS answers for it.
+    pub fn identifies(&self) -> bool {
+        self.identification.is_some()
+    }
+
+    /// `[bots]`, when the policy identifies requests.
+    pub fn bots(&self) -> Option<&BotsConfig> {
+        self.identification.as_ref().map(|i| &i.config)
+    }
+
+    /// The known bots, when the policy identifies requests.
+    pub fn bot_catalog(&self) -> Option<&BotCatalog> {
+        self.identification.as_ref().map(|i| &i.catalog)
     }
 
     /// Decides one request as [`decide`](Self::decide) does, through the same phases, and
@@ -196,7 +245,7 @@ impl CompiledPolicy {
             asn,
             ..Recorder::default()
         };
-        let flow = self.phases(facts, now, &mut decision, &mut recorder);
+        let flow = self.phases(facts, &NoEvidence, now, &mut decision, &mut recorder);
         recorder.finish(decision, flow.is_break())
     }
 
@@ -208,6 +257,7 @@ impl CompiledPolicy {
             rule_id: None,
             logged: Vec::new(),
             fleet: Vec::new(),
+            identity: Identity::default(),
         }
     }
 
@@ -220,6 +270,7 @@ impl CompiledPolicy {
     fn phases<T: Tracer>(
         &self,
         facts: &RequestFacts<'_>,
+        evidence: &dyn Evidence,
         now: Instant,
         d: &mut Decision,
         t: &mut T,
@@ -245,7 +296,7 @@ impl CompiledPolicy {
         });
         let zone = self.route(&host, d, t)?; // 1001, 1003
         let r = &self.rules;
-        let cx = Cx::with_host(
+        let mut cx = Cx::with_host(
             facts,
             host.normalized(),
             d.client_ip,
@@ -256,6 +307,7 @@ impl CompiledPolicy {
             let (country, asn) = t.assumed_geo();
             cx.assume_geo(country, asn);
         }
+        self.identify(&mut cx, evidence, d, t);
         t.phase(|| r.access.phase_step(&cx));
         let trust = r.access.check(&cx, d, t)?; // 1006, 1005, 1009
         match (trust, &r.browser) {
@@ -303,6 +355,46 @@ impl CompiledPolicy {
         }
         t.phase(|| TraceStep::phase("rate_limits", "every rule whose expression matches counts the request under its key; the first over its limit refuses (1015)"));
         rules::check_rate_limits(&r.rate, &cx, now, d, t) // 1015
+    }
+
+    /// Identification: who is asking, worked out once for every later phase and for the edge.
+    fn identify<T: Tracer>(
+        &self,
+        cx: &mut Cx<'_>,
+        evidence: &dyn Evidence,
+        d: &mut Decision,
+        t: &mut T,
+    ) {
+        let Some(identification) = &self.identification else {
+            t.phase(|| TraceStep::phase("identify", "not configured: no rule asks who is asking"));
+            return;
+        };
+        let user_agent = cx.header(http::header::USER_AGENT);
+        let identity = crate::identity::identify(
+            &identification.catalog,
+            user_agent.as_bytes(),
+            cx.client_ip,
+            evidence,
+        );
+        drop(user_agent);
+        t.phase(|| {
+            let step = TraceStep::phase(
+                "identify",
+                "the Web Bot Auth signature, and the known bot the request is or claims to be, verified",
+            )
+            .field("signpost.bot.signature", identity.signature.outcome.as_str())
+            .field(
+                "signpost.bot.claimed",
+                identity.bot.as_ref().map_or("", |b| &*b.name),
+            )
+            .field("bot status", identity.status.as_str());
+            match identity.signature.reason {
+                "" => step,
+                reason => step.field("signature reason", reason),
+            }
+        });
+        d.identity = identity.clone();
+        cx.identity = identity;
     }
 
     /// Host routing: the zone serving the Host; 1003 for an IP literal no zone lists, 1001 for

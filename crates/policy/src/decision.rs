@@ -45,6 +45,9 @@ pub struct Decision {
     /// each (while the verdict is `Proxy`), and the first refusal decides; it counts them through
     /// [`Decision::count_in_fleet`]. Empty (and allocation-free) when none applies.
     pub fleet: Vec<FleetCheck>,
+    /// Who the request is, when the policy identifies requests (`[bots]`, `[[bot]]`, or a rule
+    /// reading a bot field); nobody in particular otherwise.
+    pub identity: crate::identity::Identity,
 }
 
 impl Decision {

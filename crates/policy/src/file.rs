@@ -35,6 +35,11 @@ pub(crate) struct PolicyFile {
     pub redis: Option<Spanned<RedisFile>>,
     #[serde(default)]
     pub error_rule: Vec<Spanned<ErrorRuleFile>>,
+    /// `[bots]`: how requests are identified.
+    pub bots: Option<crate::bots::settings::BotsFile>,
+    /// `[[bot]]`: known bots added, changed or removed.
+    #[serde(default)]
+    pub bot: Vec<Spanned<crate::bots::BotFile>>,
 }
 
 /// `[[error_rule]]` and `[[zone.error_rule]]`: what the edge answers instead of the default when

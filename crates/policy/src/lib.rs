@@ -54,6 +54,7 @@
 
 #![deny(missing_docs)]
 
+mod bots;
 mod client;
 mod compiled;
 mod decision;
@@ -63,6 +64,7 @@ mod file;
 mod fleet;
 mod geo;
 mod host;
+mod identity;
 mod ipset;
 mod iso;
 mod markdown;
@@ -73,6 +75,11 @@ mod rules;
 mod trace;
 mod verdict;
 
+pub use bots::settings::{
+    BotsConfig, DEFAULT_CLOCK_SKEW, DEFAULT_FAILED_VERIFICATIONS_PER_MINUTE, DEFAULT_MAX_VALIDITY,
+    DEFAULT_ORIGIN_HEADER,
+};
+pub use bots::{Behaviors, Bot, BotCatalog, CATEGORIES, MAX_BOTS, normalize_agent};
 pub use compiled::CompiledPolicy;
 pub use decision::{Decision, FleetCount, RequestFacts};
 pub use error::{Location, PolicyError, Problem, ProblemKind};
@@ -84,6 +91,10 @@ pub use fleet::{
     DEFAULT_KEY_PREFIX, DEFAULT_REDIS_TIMEOUT, FleetCheck, OnError, RedisConfig, redact_url,
 };
 pub use host::normalize_host;
+pub use identity::{
+    BotStatus, COVERED_HEADERS, Evidence, Identity, Method, NoEvidence, ReverseDnsName, Signature,
+    SignatureOutcome, host_in_suffixes,
+};
 pub use markdown::{DEFAULT_MARKDOWN_MAX_BYTES, MAX_MARKDOWN_MAX_BYTES, MarkdownConfig};
 pub use policy::{
     BrandingConfig, Connections, DEFAULT_ADMIN, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT,

@@ -19,6 +19,7 @@ use crate::geo::Country;
 pub const PHASES: &[&str] = &[
     "tls_sni",
     "host_routing",
+    "identify",
     "access_rules",
     "browser_check",
     "hotlink",

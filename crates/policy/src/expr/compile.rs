@@ -58,6 +58,25 @@ pub(crate) enum Field {
     /// `cf.response.1xxx_code`: the edge's own catalog code, 0 when the origin made the error.
     /// Error rules only.
     EdgeCode,
+    /// `cf.bot_management.verified_bot` (also `cf.client.bot`): the request proved it is a
+    /// known bot.
+    VerifiedBot,
+    /// `cf.verified_bot_category`: the verified bot's category, "" otherwise.
+    BotCategory,
+    /// `cf.bot_management.signed_agent`: the Web Bot Auth signature verified.
+    SignedAgent,
+    /// `signpost.bot.signature`: `verified`, `invalid`, `unverified` or `absent`.
+    BotSignature,
+    /// `signpost.bot.signature_agent`: the key directory of a verified signature, "" otherwise.
+    BotSignatureAgent,
+    /// `signpost.bot.name`: the verified bot's name, "" otherwise.
+    BotName,
+    /// `signpost.bot.claimed`: the known bot the request is or claims to be, verified or not.
+    BotClaimed,
+    /// `signpost.bot.behaviors`: the verified bot's behaviors, e.g. `"search training"`.
+    BotBehaviors,
+    /// `signpost.bot.claim_failed`: the request claimed a known bot and failed every check.
+    BotClaimFailed,
 }
 
 /// Every field name, for messages and suggestions.
@@ -80,6 +99,16 @@ pub(crate) const FIELDS: &[&str] = &[
     "ssl",
     "http.response.code",
     "cf.response.1xxx_code",
+    "cf.bot_management.verified_bot",
+    "cf.client.bot",
+    "cf.verified_bot_category",
+    "cf.bot_management.signed_agent",
+    "signpost.bot.signature",
+    "signpost.bot.signature_agent",
+    "signpost.bot.name",
+    "signpost.bot.claimed",
+    "signpost.bot.behaviors",
+    "signpost.bot.claim_failed",
 ];
 
 const FUNCTIONS: &[&str] = &[
@@ -114,6 +143,15 @@ impl Field {
             "ssl" => Field::Ssl,
             "http.response.code" => Field::ResponseCode,
             "cf.response.1xxx_code" => Field::EdgeCode,
+            "cf.bot_management.verified_bot" | "cf.client.bot" => Field::VerifiedBot,
+            "cf.verified_bot_category" => Field::BotCategory,
+            "cf.bot_management.signed_agent" => Field::SignedAgent,
+            "signpost.bot.signature" => Field::BotSignature,
+            "signpost.bot.signature_agent" => Field::BotSignatureAgent,
+            "signpost.bot.name" => Field::BotName,
+            "signpost.bot.claimed" => Field::BotClaimed,
+            "signpost.bot.behaviors" => Field::BotBehaviors,
+            "signpost.bot.claim_failed" => Field::BotClaimFailed,
             _ => return None,
         })
     }
@@ -122,7 +160,9 @@ impl Field {
         match self {
             Field::IpSrc => Ty::Ip,
             Field::Asn | Field::ResponseCode | Field::EdgeCode => Ty::Int,
-            Field::Ssl => Ty::Bool,
+            Field::Ssl | Field::VerifiedBot | Field::SignedAgent | Field::BotClaimFailed => {
+                Ty::Bool
+            }
             _ => Ty::Str,
         }
     }
@@ -192,6 +232,9 @@ pub(crate) struct Filter {
     pub(crate) needs_country: bool,
     /// Whether evaluation may need the client's ASN.
     pub(crate) needs_asn: bool,
+    /// Whether evaluation reads who the request is (a bot field): the policy then identifies
+    /// requests.
+    pub(crate) needs_identity: bool,
     /// The expression as written, for traces (empty when compiled from a parsed expression).
     pub(crate) text: Box<str>,
 }
@@ -207,6 +250,7 @@ pub(crate) fn compile_in(e: &Expr, response_fields: bool) -> Result<Filter, Expr
     let mut c = Compiler {
         needs_country: false,
         needs_asn: false,
+        needs_identity: false,
         response_fields,
     };
     let root = c.node(e)?;
@@ -214,6 +258,7 @@ pub(crate) fn compile_in(e: &Expr, response_fields: bool) -> Result<Filter, Expr
         root,
         needs_country: c.needs_country,
         needs_asn: c.needs_asn,
+        needs_identity: c.needs_identity,
         text: Box::default(),
     })
 }
@@ -291,6 +336,15 @@ impl Field {
             Field::Ssl => "ssl",
             Field::ResponseCode => "http.response.code",
             Field::EdgeCode => "cf.response.1xxx_code",
+            Field::VerifiedBot => "cf.bot_management.verified_bot",
+            Field::BotCategory => "cf.verified_bot_category",
+            Field::SignedAgent => "cf.bot_management.signed_agent",
+            Field::BotSignature => "signpost.bot.signature",
+            Field::BotSignatureAgent => "signpost.bot.signature_agent",
+            Field::BotName => "signpost.bot.name",
+            Field::BotClaimed => "signpost.bot.claimed",
+            Field::BotBehaviors => "signpost.bot.behaviors",
+            Field::BotClaimFailed => "signpost.bot.claim_failed",
         })
     }
 }
@@ -298,6 +352,7 @@ impl Field {
 struct Compiler {
     needs_country: bool,
     needs_asn: bool,
+    needs_identity: bool,
     response_fields: bool,
 }
 
@@ -494,6 +549,15 @@ impl Compiler {
                 match field {
                     Field::Country => self.needs_country = true,
                     Field::Asn => self.needs_asn = true,
+                    Field::VerifiedBot
+                    | Field::BotCategory
+                    | Field::SignedAgent
+                    | Field::BotSignature
+                    | Field::BotSignatureAgent
+                    | Field::BotName
+                    | Field::BotClaimed
+                    | Field::BotBehaviors
+                    | Field::BotClaimFailed => self.needs_identity = true,
                     Field::ResponseCode | Field::EdgeCode if !self.response_fields => {
                         return Err(ExprError::new(
                             v.span.clone(),

@@ -32,6 +32,8 @@ pub(crate) struct Cx<'r> {
     /// The answer an error rule is asked about; `None` in the request phases, whose rules
     /// cannot read it (refused when the policy loads).
     pub response: Option<ResponseFacts>,
+    /// Who the request is: set by the identify phase when the policy identifies requests.
+    pub identity: crate::identity::Identity,
 }
 
 /// The answer an error rule matches on.
@@ -75,6 +77,7 @@ impl<'r> Cx<'r> {
             uri: OnceCell::new(),
             full_uri: OnceCell::new(),
             response: None,
+            identity: crate::identity::Identity::default(),
         }
     }
 
@@ -299,6 +302,9 @@ fn field<'a>(f: &'a Field, cx: &'a Cx<'_>) -> V<'a> {
         Field::Ssl => V::Bool(cx.facts.tls),
         Field::ResponseCode => V::Int(cx.response.map_or(0, |r| i64::from(r.code))),
         Field::EdgeCode => V::Int(cx.response.map_or(0, |r| i64::from(r.edge_code))),
+        Field::VerifiedBot => V::Bool(cx.identity.verified_bot().is_some()),
+        Field::SignedAgent => V::Bool(cx.identity.signed()),
+        Field::BotClaimFailed => V::Bool(cx.identity.claim_failed()),
         _ => V::Str(field_str(f, cx)),
     }
 }
@@ -332,7 +338,29 @@ pub(crate) fn field_str<'a>(f: &'a Field, cx: &'a Cx<'_>) -> Cow<'a, str> {
                 .and_then(|c| std::str::from_utf8(c).ok())
                 .unwrap_or("")
         }
-        Field::IpSrc | Field::Asn | Field::Ssl | Field::ResponseCode | Field::EdgeCode => "",
+        Field::BotCategory => cx.identity.verified_bot().map_or("", |b| &*b.category),
+        Field::BotSignature => cx.identity.signature.outcome.as_str(),
+        Field::BotSignatureAgent => {
+            if cx.identity.signed() {
+                cx.identity.signature.agent.as_deref().unwrap_or("")
+            } else {
+                ""
+            }
+        }
+        Field::BotName => cx.identity.verified_bot().map_or("", |b| &*b.name),
+        Field::BotClaimed => cx.identity.bot.as_ref().map_or("", |b| &*b.name),
+        Field::BotBehaviors => cx
+            .identity
+            .verified_bot()
+            .map_or("", |b| b.behaviors.as_str()),
+        Field::IpSrc
+        | Field::Asn
+        | Field::Ssl
+        | Field::ResponseCode
+        | Field::EdgeCode
+        | Field::VerifiedBot
+        | Field::SignedAgent
+        | Field::BotClaimFailed => "",
     })
 }
 

@@ -168,7 +168,16 @@ fn key_field(f: &Field) -> Option<Field> {
         | Field::Asn
         | Field::Ssl
         | Field::ResponseCode
-        | Field::EdgeCode => None,
+        | Field::EdgeCode
+        | Field::VerifiedBot
+        | Field::BotCategory
+        | Field::SignedAgent
+        | Field::BotSignature
+        | Field::BotSignatureAgent
+        | Field::BotName
+        | Field::BotClaimed
+        | Field::BotBehaviors
+        | Field::BotClaimFailed => None,
     }
 }
 

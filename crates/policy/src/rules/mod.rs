@@ -69,6 +69,9 @@ pub(crate) struct RulesSpec {
     pub rate: Vec<RateSpec>,
     pub redis: Option<crate::fleet::RedisConfig>,
     pub errors: ErrorRules,
+    /// Whether a rule reads who the request is (a bot field, or a rate limit counting per
+    /// agent): the policy then identifies requests.
+    pub identity_needed: bool,
 }
 
 fn sp<T>(s: &Spanned<T>) -> Range<usize> {
@@ -181,6 +184,7 @@ fn expression_in(
             if f.needs_asn {
                 spec.asn_needed_at.get_or_insert(sp(e));
             }
+            spec.identity_needed |= f.needs_identity;
             Some(f)
         }
         Err(ExprError { span, message }) => {

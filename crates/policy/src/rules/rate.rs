@@ -25,6 +25,9 @@ pub(crate) enum Characteristic {
     Host,
     Path,
     Header(HeaderName),
+    /// `signpost.bot.agent`: the verified agent (its signing key, or the verified bot), else
+    /// the client address.
+    Agent,
 }
 
 const CHARACTERISTICS: &[&str] = &[
@@ -32,6 +35,7 @@ const CHARACTERISTICS: &[&str] = &[
     "http.host",
     "http.request.uri.path",
     "http.request.headers[\"name\"]",
+    "signpost.bot.agent",
 ];
 
 #[derive(Debug)]
@@ -82,7 +86,10 @@ pub(super) fn validate(
                 }
                 for c in cs.get_ref() {
                     match characteristic(c.get_ref()) {
-                        Ok(ch) => characteristics.push(ch),
+                        Ok(ch) => {
+                            spec.identity_needed |= ch == Characteristic::Agent;
+                            characteristics.push(ch);
+                        }
                         Err(why) => d.at_with_hint(
                             ProblemKind::Invalid,
                             sp(c),
@@ -179,6 +186,7 @@ fn characteristic(s: &str) -> Result<Characteristic, String> {
         "ip.src" => Characteristic::Ip,
         "http.host" => Characteristic::Host,
         "http.request.uri.path" => Characteristic::Path,
+        "signpost.bot.agent" => Characteristic::Agent,
         _ => {
             let name = s
                 .strip_prefix("http.request.headers[\"")
@@ -346,6 +354,10 @@ impl RateRule {
                             cx.header(name)
                         )
                     }
+                    Characteristic::Agent => match cx.identity.agent_key() {
+                        Some((agent, key)) => format!("signpost.bot.agent={agent} {key}"),
+                        None => format!("signpost.bot.agent=ip.src {}", cx.client_ip),
+                    },
                 })
                 .collect();
             step = step.param("key", key.join(", "));
@@ -382,6 +394,22 @@ fn key_bytes(characteristics: &[Characteristic], cx: &Cx<'_>, mut out: impl FnMu
             Characteristic::Host => out(cx.host.as_bytes()),
             Characteristic::Path => out(cx.path().as_bytes()),
             Characteristic::Header(name) => out(cx.header(name).as_bytes()),
+            // The three kinds of key are told apart by their first byte (a URL, "bot", or a
+            // raw address after 0): a bot's name cannot collide with an address.
+            Characteristic::Agent => match cx.identity.agent_key() {
+                Some((agent, key)) => {
+                    out(agent.as_bytes());
+                    out(&[0xfe]);
+                    out(key.as_bytes());
+                }
+                None => {
+                    out(&[0]);
+                    match cx.client_ip {
+                        std::net::IpAddr::V4(v4) => out(&v4.octets()),
+                        std::net::IpAddr::V6(v6) => out(&v6.octets()),
+                    }
+                }
+            },
         }
         out(&[0xff]);
     }
