@@ -13,6 +13,8 @@ mod connections;
 mod contract;
 // The operator's error rules and tokens, and origin errors reshaped for agents.
 mod error_rules;
+// Who is asking: known bots verified or refused as impostors, the origin's identity header.
+mod identity;
 // Hostile Host values that must still give valid JSON, YAML and escaped HTML.
 mod hostile;
 // Rate limits hold under a flood of distinct keys.

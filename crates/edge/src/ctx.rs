@@ -52,6 +52,10 @@ pub struct RequestCtx {
     /// An origin error with an empty body, answered by `fail_to_proxy`: its head and body.
     /// Boxed: rare, and a proxied request's context stays as small as it was.
     pub origin_error_answer: Option<Box<(pingora::http::ResponseHeader, bytes::Bytes)>>,
+    /// Who the request is, when the policy identified it as anyone in particular (a signature
+    /// or a known bot): for the origin's header and the access log. Boxed: most requests are
+    /// nobody in particular.
+    pub identity: Option<Box<signpost_policy::Identity>>,
 }
 
 impl RequestCtx {
@@ -78,6 +82,7 @@ impl RequestCtx {
             error_rule: None,
             replacing: None,
             origin_error_answer: None,
+            identity: None,
         }
     }
 

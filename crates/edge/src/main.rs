@@ -12,6 +12,7 @@ mod error_rules;
 mod facts;
 mod fleet;
 mod h2guard;
+mod identify;
 mod inflight;
 mod limits;
 mod log;

@@ -125,6 +125,8 @@ pub struct Metrics {
     no_zone: Arc<str>,
     /// Origin HTML converted to Markdown.
     pub markdown: crate::markdown::MarkdownMetrics,
+    /// Who is asking: signatures checked, bots seen.
+    pub identity: crate::identify::IdentityMetrics,
 }
 
 impl Metrics {
@@ -200,8 +202,10 @@ impl Metrics {
             fleet_latency.clone(),
         );
         let markdown = crate::markdown::MarkdownMetrics::register(&mut registry);
+        let identity = crate::identify::IdentityMetrics::register(&mut registry);
         Metrics {
             markdown,
+            identity,
             registry,
             fleet_calls,
             fleet_fallbacks,

@@ -52,6 +52,10 @@ use crate::rescue::{BODY_TOO_LARGE, BODY_TOO_SLOW, Rescue, rescue};
 /// Where the edge answers `/cdn-cgi/error/<code>` itself, on every host.
 const ERROR_PAGE_PREFIX: &str = "/cdn-cgi/error";
 
+/// The header telling the origin who is asking when the policy names no other.
+static IDENTITY_HEADER: http::HeaderName =
+    http::HeaderName::from_static(signpost_policy::DEFAULT_ORIGIN_HEADER);
+
 /// The edge service: shared, read-mostly state behind every request.
 pub struct Edge {
     /// The compiled policy, swapped whole on reload; each request holds the one it started with.
@@ -269,6 +273,16 @@ impl ProxyHttp for Edge {
     ) -> Result<()> {
         let ray = ctx.ray_header();
         crate::origin::add_forwarding_headers(upstream, session, &ctx.facts, ctx.client(), ray);
+        let header = ctx
+            .policy
+            .as_ref()
+            .map_or(Some(&IDENTITY_HEADER), |loaded| {
+                match loaded.policy.bots() {
+                    Some(bots) => bots.origin_header.as_ref(),
+                    None => Some(&IDENTITY_HEADER),
+                }
+            });
+        crate::identify::add_origin_header(upstream, ctx.identity.as_deref(), header);
         Ok(())
     }
 
@@ -388,6 +402,9 @@ impl ProxyHttp for Edge {
             duration_ms = duration.as_secs_f64() * 1000.0,
             error = client_event.or(e.map(|e| e.etype().as_str())).unwrap_or(""),
             markdown = ctx.markdown.map_or("-", |m| m.as_str()),
+            bot = ctx.identity.as_ref().and_then(|i| i.bot.as_ref()).map_or("-", |b| &*b.name),
+            bot_status = ctx.identity.as_ref().map_or("-", |i| i.status.as_str()),
+            signature = ctx.identity.as_ref().map_or("-", |i| i.signature.outcome.as_str()),
         );
     }
 }
@@ -425,6 +442,10 @@ impl Edge {
         ctx.client_ip = Some(decision.client_ip);
         ctx.zone = decision.zone;
         ctx.rule_id = decision.rule_id.clone();
+        if !decision.identity.is_nobody() {
+            self.metrics.identity.observe(&decision.identity);
+            ctx.identity = Some(Box::new(std::mem::take(&mut decision.identity)));
+        }
         for rule in &decision.logged {
             tracing::info!(ray_id = %ctx.ray_id, rule = %rule, client = %decision.client_ip, "log rule matched");
         }

@@ -166,6 +166,11 @@ pub struct Identity {
 }
 
 impl Identity {
+    /// Whether there is nothing to say: no signature and no bot claimed (most requests).
+    pub fn is_nobody(&self) -> bool {
+        self.bot.is_none() && self.signature.outcome == SignatureOutcome::Absent
+    }
+
     /// The bot, when the request proved it is that bot.
     pub fn verified_bot(&self) -> Option<&Arc<Bot>> {
         match self.status {
