@@ -22,6 +22,8 @@ mod origin;
 mod origin_errors;
 mod pipeline;
 mod ray;
+#[cfg_attr(not(test), allow(dead_code))]
+mod rdns;
 mod reload;
 mod rescue;
 mod server;
