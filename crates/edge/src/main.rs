@@ -13,6 +13,9 @@ mod facts;
 mod fleet;
 mod h2guard;
 mod inflight;
+// Verified bots: published IP lists and reverse DNS; the policy wires them into the pipeline.
+#[cfg_attr(not(test), allow(dead_code))]
+mod iplists;
 mod limits;
 mod log;
 mod malformed;
