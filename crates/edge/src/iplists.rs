@@ -252,7 +252,9 @@ impl Drop for List {
 pub struct IpLists {
     fetch: Arc<dyn Fetch>,
     config: IpListsConfig,
-    lists: ArcSwap<HashMap<Url, Arc<List>>>,
+    /// Keyed by the URL as the policy names it (`BotCatalog::ip_range_urls`), so that a
+    /// request's lookup parses nothing.
+    lists: ArcSwap<HashMap<Arc<str>, Arc<List>>>,
     /// Serialises [`IpLists::watch`] (a reload at a time changes the set).
     watching: Mutex<()>,
     refreshes: OutcomeCounter,
@@ -276,25 +278,32 @@ impl IpLists {
     }
 
     /// Makes `urls` the lists kept: a URL already watched keeps its table and its schedule, a
-    /// new one is fetched now, one no longer named is dropped. At most `max_urls` are kept.
-    pub fn watch(&self, urls: Vec<Url>) {
+    /// new one is fetched now, one no longer named is dropped. At most `max_urls` are kept; a
+    /// text that is not a URL is ignored (said in the log; the policy checks them first).
+    pub fn watch(&self, urls: &[Arc<str>]) {
         let _one_at_a_time = self.watching.lock().unwrap_or_else(|e| e.into_inner());
         let current = self.lists.load_full();
         let mut next = HashMap::new();
         let mut ignored = 0usize;
         for url in urls {
-            if next.contains_key(&url) {
+            if next.contains_key(url) {
                 continue;
             }
             if next.len() >= self.config.max_urls {
                 ignored += 1;
                 continue;
             }
-            let list = match current.get(&url) {
+            let list = match current.get(url) {
                 Some(list) => Arc::clone(list),
-                None => self.start(url.clone()),
+                None => match Url::parse(url) {
+                    Ok(parsed) => self.start(parsed),
+                    Err(e) => {
+                        tracing::warn!("published IP list {url:?} is not a URL: {e}");
+                        continue;
+                    }
+                },
             };
-            next.insert(url, list);
+            next.insert(Arc::clone(url), list);
         }
         if ignored > 0 {
             tracing::warn!(
@@ -307,7 +316,7 @@ impl IpLists {
 
     /// Whether `ip` is in the list at `url`; `None` when that list is not loaded (not watched,
     /// or no fetch of it has succeeded yet).
-    pub fn contains(&self, url: &Url, ip: IpAddr) -> Option<bool> {
+    pub fn contains(&self, url: &str, ip: IpAddr) -> Option<bool> {
         let lists = self.lists.load();
         let table = lists.get(url)?.table.load();
         table.as_ref().map(|set| set.contains(ip))
@@ -537,7 +546,7 @@ mod tests {
 
     /// A real HTTP server on loopback whose answer the test changes, counting the requests.
     struct ListServer {
-        url: Url,
+        url: Arc<str>,
         answer: Arc<Mutex<(u16, String)>>,
         requests: Arc<AtomicUsize>,
         server: Arc<tiny_http::Server>,
@@ -559,7 +568,7 @@ mod tests {
                 }
             });
             ListServer {
-                url: Url::parse(&format!("http://127.0.0.1:{port}/bot.json")).unwrap(),
+                url: Arc::from(format!("http://127.0.0.1:{port}/bot.json")),
                 answer,
                 requests,
                 server,
@@ -630,7 +639,8 @@ mod tests {
         let googlebot: IpAddr = "66.249.64.1".parse().unwrap();
         let other: IpAddr = "192.0.2.1".parse().unwrap();
         assert_eq!(lists.contains(&server.url, googlebot), None, "not watched");
-        lists.watch(vec![server.url.clone(), server.url.clone()]);
+        lists.watch(&[server.url.clone(), server.url.clone()]);
+        assert_eq!(lists.lists.load().len(), 1, "named twice, watched once");
         assert!(until(Duration::from_secs(5), || lists
             .contains(&server.url, googlebot)
             .is_some()));
@@ -656,7 +666,7 @@ mod tests {
         assert_eq!(lists.contains(&server.url, googlebot), Some(false));
 
         // No longer named: no longer fetched, no longer answered.
-        lists.watch(vec![]);
+        lists.watch(&[]);
         assert_eq!(lists.contains(&server.url, other), None);
         std::thread::sleep(Duration::from_millis(100));
         let requests = server.requests();
@@ -676,7 +686,7 @@ mod tests {
             },
             OutcomeCounter::default(),
         );
-        lists.watch(vec![first.url.clone(), second.url.clone()]);
+        lists.watch(&[first.url.clone(), second.url.clone()]);
         let googlebot: IpAddr = "66.249.64.1".parse().unwrap();
         assert!(until(Duration::from_secs(5), || lists
             .contains(&first.url, googlebot)
@@ -686,7 +696,7 @@ mod tests {
         assert_eq!(lists.contains(&second.url, googlebot), None);
 
         // The same URL named again (a reload): its table stays, no new fetch.
-        lists.watch(vec![first.url.clone()]);
+        lists.watch(std::slice::from_ref(&first.url));
         assert_eq!(lists.contains(&first.url, googlebot), Some(true));
         std::thread::sleep(Duration::from_millis(200));
         assert_eq!(first.requests(), 1);
@@ -714,9 +724,14 @@ mod tests {
             },
             refreshes.clone(),
         );
-        let url = Url::parse("https://bots.example/list.txt").unwrap();
-        lists.watch(vec![url.clone()]);
+        let url: Arc<str> = Arc::from("https://bots.example/list.txt");
+        lists.watch(&[url.clone(), Arc::from("not a url")]);
         assert!(until(Duration::from_secs(5), || refreshes.get("timeout") == 1));
         assert_eq!(lists.contains(&url, "192.0.2.1".parse().unwrap()), None);
+        assert_eq!(
+            lists.lists.load().len(),
+            1,
+            "the text that is not a URL is ignored"
+        );
     }
 }
