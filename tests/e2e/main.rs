@@ -2,6 +2,10 @@
 //! real parsers (serde_json, a YAML parser on the frontmatter, an HTML parser).
 
 mod support;
+// A real DNS server (dnsmasq) for the verified-bot tests; the edge's reverse DNS unit tests
+// include it too.
+#[allow(dead_code)]
+mod dns;
 
 // No way around the rules: invalid bytes, repeated lines, Host case, encoded paths.
 mod bypass;

@@ -14,6 +14,9 @@ mod fleet;
 mod h2guard;
 mod identify;
 mod inflight;
+// Verified bots: published IP lists and reverse DNS; the policy wires them into the pipeline.
+#[cfg_attr(not(test), allow(dead_code))]
+mod iplists;
 mod limits;
 mod log;
 mod malformed;
@@ -23,6 +26,8 @@ mod origin;
 mod origin_errors;
 mod pipeline;
 mod ray;
+#[cfg_attr(not(test), allow(dead_code))]
+mod rdns;
 mod reload;
 mod rescue;
 mod server;

@@ -127,6 +127,25 @@ pub struct Metrics {
     pub markdown: crate::markdown::MarkdownMetrics,
     /// Who is asking: signatures checked, bots seen.
     pub identity: crate::identify::IdentityMetrics,
+    reverse_dns_lookups: OutcomeCounter,
+    ip_list_refreshes: OutcomeCounter,
+}
+
+/// A counter by outcome that a background task keeps (a reverse DNS check, an IP list refresh):
+/// [`Metrics`] registers it; a test can make one of its own and read it back.
+#[derive(Clone, Debug, Default)]
+pub struct OutcomeCounter(Family<OutcomeLabel, Counter>);
+
+impl OutcomeCounter {
+    pub fn inc(&self, outcome: &'static str) {
+        self.0.get_or_create(&OutcomeLabel { outcome }).inc();
+    }
+
+    /// How many times `outcome` was counted.
+    #[cfg(test)]
+    pub fn get(&self, outcome: &'static str) -> u64 {
+        self.0.get_or_create(&OutcomeLabel { outcome }).get()
+    }
 }
 
 impl Metrics {
@@ -203,9 +222,26 @@ impl Metrics {
         );
         let markdown = crate::markdown::MarkdownMetrics::register(&mut registry);
         let identity = crate::identify::IdentityMetrics::register(&mut registry);
+        let reverse_dns_lookups = OutcomeCounter::default();
+        registry.register(
+            "reverse_dns_lookups",
+            "Forward-confirmed reverse DNS checks of client addresses by outcome: confirmed, \
+             unconfirmed (a name that does not resolve back), no_name, failed (timeout or \
+             resolver error), busy (not started: too many in flight)",
+            reverse_dns_lookups.0.clone(),
+        );
+        let ip_list_refreshes = OutcomeCounter::default();
+        registry.register(
+            "ip_list_refreshes",
+            "Refreshes of published bot IP lists by outcome: ok, fetch_failed, timeout, invalid \
+             (the last good list is kept on every failure)",
+            ip_list_refreshes.0.clone(),
+        );
         Metrics {
             markdown,
             identity,
+            reverse_dns_lookups,
+            ip_list_refreshes,
             registry,
             fleet_calls,
             fleet_fallbacks,
@@ -339,6 +375,18 @@ impl Metrics {
         self.fleet_fallbacks
             .get_or_create(&FallbackLabels { cause, action })
             .inc();
+    }
+
+    /// The counter the reverse DNS checks of verified bots keep (`crate::rdns`).
+    #[allow(dead_code)] // until the verified-bot policy is wired into the pipeline
+    pub fn reverse_dns_lookups(&self) -> OutcomeCounter {
+        self.reverse_dns_lookups.clone()
+    }
+
+    /// The counter the refreshes of published IP lists keep (`crate::iplists`).
+    #[allow(dead_code)] // until the verified-bot policy is wired into the pipeline
+    pub fn ip_list_refreshes(&self) -> OutcomeCounter {
+        self.ip_list_refreshes.clone()
     }
 
     /// The Prometheus text exposition of every metric.
