@@ -6,6 +6,8 @@
 use serde::Deserialize;
 use serde_spanned::Spanned;
 
+pub(crate) use crate::answer_file::{AnswerFile, ErrorRuleFile};
+
 /// The whole policy file.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -40,49 +42,6 @@ pub(crate) struct PolicyFile {
     /// `[[bot]]`: known bots added, changed or removed.
     #[serde(default)]
     pub bot: Vec<Spanned<crate::bots::BotFile>>,
-}
-
-/// `[[error_rule]]` and `[[zone.error_rule]]`: what the edge answers instead of the default when
-/// an error matches.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ErrorRuleFile {
-    pub id: Spanned<String>,
-    #[expect(
-        dead_code,
-        reason = "a note for people reading the policy; checked to be text, not used"
-    )]
-    pub description: Option<String>,
-    pub expression: Spanned<String>,
-    pub status: Option<Spanned<i64>>,
-    pub retryable: Option<bool>,
-    pub retry_after: Option<Spanned<i64>>,
-    pub title: Option<Spanned<String>>,
-    pub detail: Option<Spanned<String>>,
-    pub what_you_should_do: Option<Spanned<String>>,
-    pub html: Option<Spanned<String>>,
-    pub html_file: Option<Spanned<String>>,
-    pub json: Option<Spanned<String>>,
-    pub markdown: Option<Spanned<String>>,
-    pub text: Option<Spanned<String>>,
-}
-
-/// `response = {...}` on a custom (block) or rate-limit rule: what the edge answers when that rule
-/// refuses, before any error rule.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct RuleResponseFile {
-    pub status: Option<Spanned<i64>>,
-    pub retryable: Option<bool>,
-    pub retry_after: Option<Spanned<i64>>,
-    pub title: Option<Spanned<String>>,
-    pub detail: Option<Spanned<String>>,
-    pub what_you_should_do: Option<Spanned<String>>,
-    pub html: Option<Spanned<String>>,
-    pub html_file: Option<Spanned<String>>,
-    pub json: Option<Spanned<String>>,
-    pub markdown: Option<Spanned<String>>,
-    pub text: Option<Spanned<String>>,
 }
 
 /// `[zone.origin_errors]`: the origin's own errors, for agents.
@@ -240,7 +199,7 @@ pub(crate) struct CustomRuleFile {
     pub description: Option<String>,
     pub action: Spanned<String>,
     pub expression: Spanned<String>,
-    pub response: Option<Spanned<RuleResponseFile>>,
+    pub response: Option<Spanned<AnswerFile>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -259,5 +218,5 @@ pub(crate) struct RateLimitFile {
     pub mitigation_timeout: Option<Spanned<String>>,
     pub max_keys: Option<Spanned<i64>>,
     pub scope: Option<Spanned<String>>,
-    pub response: Option<Spanned<RuleResponseFile>>,
+    pub response: Option<Spanned<AnswerFile>>,
 }

@@ -54,6 +54,7 @@
 
 #![deny(missing_docs)]
 
+mod answer_file;
 mod bots;
 mod client;
 mod compiled;

@@ -11,7 +11,7 @@ use signpost_problem::{Custom, MAX_ASSET_BYTES, MAX_INLINE_CONTENT};
 use super::{RuleIds, RulesSpec, expression_in, map_string_offset, sp};
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::{Cx, Filter};
-use crate::file::{ErrorRuleFile, PolicyFile, RuleResponseFile};
+use crate::file::{AnswerFile, ErrorRuleFile, PolicyFile};
 
 /// The longest wait a rule may announce: a day. A longer `Retry-After` reads as "never" to
 /// clients, which `retryable = false` says better.
@@ -122,8 +122,7 @@ pub(super) fn validate(
             );
             continue;
         }
-        let fields = fields_of_response(response.get_ref());
-        if let Some(custom) = content(d, &fields, base_dir, CUSTOM_RULE_RESPONSE) {
+        if let Some(custom) = content(d, response.get_ref(), base_dir, CUSTOM_RULE_RESPONSE) {
             rules
                 .responses
                 .insert(Arc::from(r.id.get_ref().trim()), (1020, custom));
@@ -134,61 +133,13 @@ pub(super) fn validate(
         let Some(response) = &r.response else {
             continue;
         };
-        let fields = fields_of_response(response.get_ref());
-        if let Some(custom) = content(d, &fields, base_dir, RATE_LIMIT_RESPONSE) {
+        if let Some(custom) = content(d, response.get_ref(), base_dir, RATE_LIMIT_RESPONSE) {
             rules
                 .responses
                 .insert(Arc::from(r.id.get_ref().trim()), (1015, custom));
         }
     }
     spec.errors = rules;
-}
-
-/// What an error rule and a rule's `response` share: the answer's status, retry and content.
-struct Fields<'a> {
-    status: Option<&'a Spanned<i64>>,
-    retryable: Option<bool>,
-    retry_after: Option<&'a Spanned<i64>>,
-    title: Option<&'a Spanned<String>>,
-    detail: Option<&'a Spanned<String>>,
-    what_you_should_do: Option<&'a Spanned<String>>,
-    html: Option<&'a Spanned<String>>,
-    html_file: Option<&'a Spanned<String>>,
-    json: Option<&'a Spanned<String>>,
-    markdown: Option<&'a Spanned<String>>,
-    text: Option<&'a Spanned<String>>,
-}
-
-fn fields_of_rule(r: &ErrorRuleFile) -> Fields<'_> {
-    Fields {
-        status: r.status.as_ref(),
-        retryable: r.retryable,
-        retry_after: r.retry_after.as_ref(),
-        title: r.title.as_ref(),
-        detail: r.detail.as_ref(),
-        what_you_should_do: r.what_you_should_do.as_ref(),
-        html: r.html.as_ref(),
-        html_file: r.html_file.as_ref(),
-        json: r.json.as_ref(),
-        markdown: r.markdown.as_ref(),
-        text: r.text.as_ref(),
-    }
-}
-
-fn fields_of_response(r: &RuleResponseFile) -> Fields<'_> {
-    Fields {
-        status: r.status.as_ref(),
-        retryable: r.retryable,
-        retry_after: r.retry_after.as_ref(),
-        title: r.title.as_ref(),
-        detail: r.detail.as_ref(),
-        what_you_should_do: r.what_you_should_do.as_ref(),
-        html: r.html.as_ref(),
-        html_file: r.html_file.as_ref(),
-        json: r.json.as_ref(),
-        markdown: r.markdown.as_ref(),
-        text: r.text.as_ref(),
-    }
 }
 
 fn validate_one(
@@ -200,7 +151,7 @@ fn validate_one(
 ) -> Option<ErrorRule> {
     let id = ids.check(d, &r.id);
     let filter = expression_in(d, &r.expression, spec, true);
-    let custom = content(d, &fields_of_rule(r), base_dir, ERROR_RULE_CONTENT);
+    let custom = content(d, &r.answer, base_dir, ERROR_RULE_CONTENT);
     Some(ErrorRule {
         id,
         filter: filter?,
@@ -211,13 +162,13 @@ fn validate_one(
 /// Checks an answer's status, retry and content, reading its asset; `None` after any problem.
 fn content(
     d: &mut Diagnostics<'_>,
-    r: &Fields<'_>,
+    r: &AnswerFile,
     base_dir: &Path,
     limit: InlineLimit,
 ) -> Option<Custom> {
     let mut custom = Custom::default();
     let mut ok = true;
-    if let Some(status) = r.status {
+    if let Some(status) = &r.status {
         match u16::try_from(*status.get_ref()) {
             Ok(n @ 400..=599) => custom.status = Some(n),
             _ => bad(
@@ -228,7 +179,7 @@ fn content(
             ),
         }
     }
-    if let Some(wait) = r.retry_after {
+    if let Some(wait) = &r.retry_after {
         match u32::try_from(*wait.get_ref()) {
             Ok(n) if n >= 1 && i64::from(n) <= MAX_RULE_RETRY_AFTER => {
                 custom.retry_after = Some(n);
@@ -252,17 +203,17 @@ fn content(
     // A wait implies the answer is retryable.
     custom.retryable = r.retryable.or(custom.retry_after.map(|_| true));
     for (name, value, one_line, slot) in [
-        ("title", r.title, true, &mut custom.title),
-        ("detail", r.detail, true, &mut custom.detail),
+        ("title", r.title.as_ref(), true, &mut custom.title),
+        ("detail", r.detail.as_ref(), true, &mut custom.detail),
         (
             "what_you_should_do",
-            r.what_you_should_do,
+            r.what_you_should_do.as_ref(),
             false,
             &mut custom.what_you_should_do,
         ),
-        ("markdown", r.markdown, false, &mut custom.markdown),
-        ("text", r.text, false, &mut custom.text),
-        ("html", r.html, false, &mut custom.html),
+        ("markdown", r.markdown.as_ref(), false, &mut custom.markdown),
+        ("text", r.text.as_ref(), false, &mut custom.text),
+        ("html", r.html.as_ref(), false, &mut custom.html),
     ] {
         let Some(value) = value else { continue };
         if inline(d, name, value, one_line, limit) {
@@ -271,7 +222,7 @@ fn content(
             ok = false;
         }
     }
-    if let Some(file) = r.html_file {
+    if let Some(file) = &r.html_file {
         if r.html.is_some() {
             d.at(
                 ProblemKind::Invalid,
@@ -286,7 +237,7 @@ fn content(
             }
         }
     }
-    if let Some(json) = r.json {
+    if let Some(json) = &r.json {
         if inline(d, "json", json, false, limit) {
             match serde_json::from_str::<serde_json::Value>(json.get_ref()) {
                 Ok(value) => match signpost_problem::check_json_content(&value) {
