@@ -3,6 +3,8 @@
 
 use serde_json::{Map, Value};
 
+use crate::negotiate::Format;
+
 /// Longest inline content (`html`, `json`, `markdown`, `text`, and each text field) an error
 /// rule may hold, in bytes: Cloudflare's limit for a custom error rule's inline `content`.
 pub const MAX_INLINE_CONTENT: usize = 10 * 1024;
@@ -65,6 +67,22 @@ pub struct Custom {
     pub markdown: Option<String>,
     /// Plain text shown literally as the Markdown body when there is no `markdown`.
     pub text: Option<String>,
+}
+
+impl Custom {
+    /// Which of the rule's content an answer in `format` shows, as [`crate::render_custom`]
+    /// renders it: `html`, `json` (members merged into the contract's), `markdown`, `text`, or
+    /// `contract` (the contract's layout with the rule's status, retry advice and text fields).
+    /// For traces and previews.
+    pub fn content_for(&self, format: Format) -> &'static str {
+        match format {
+            Format::Html if self.html.is_some() => "html",
+            Format::Json | Format::ProblemJson if self.json.is_some() => "json",
+            Format::Markdown if self.markdown.is_some() => "markdown",
+            Format::Markdown | Format::Text if self.text.is_some() => "text",
+            _ => "contract",
+        }
+    }
 }
 
 /// Why an operator's JSON content cannot be used: it is not an object, or it sets a member the

@@ -57,7 +57,7 @@ pub use custom::{
     check_json_content,
 };
 pub use markdown::yaml_scalar;
-pub use negotiate::{Format, MAX_ACCEPT_ENTRIES, negotiate};
+pub use negotiate::{Format, MAX_ACCEPT_ENTRIES, negotiate, negotiate_offering_text};
 pub use problem::{
     Branding, CACHE_CONTROL, DEFAULT_RETRY_AFTER, Problem, RAY_ID_HEADER, Rendered, render,
     render_custom,

@@ -13,6 +13,9 @@ pub enum Format {
     ProblemJson,
     /// Markdown with YAML frontmatter, for agents.
     Markdown,
+    /// Plain text: an operator's own `text`, offered only for an answer whose error rule gives
+    /// one ([`negotiate_offering_text`]); never the contract's default for any `Accept`.
+    Text,
 }
 
 impl Format {
@@ -23,6 +26,7 @@ impl Format {
             Format::Json => "application/json; charset=utf-8",
             Format::ProblemJson => "application/problem+json; charset=utf-8",
             Format::Markdown => "text/markdown; charset=utf-8",
+            Format::Text => "text/plain; charset=utf-8",
         }
     }
 
@@ -33,12 +37,14 @@ impl Format {
             Format::Json => "json",
             Format::ProblemJson => "problem+json",
             Format::Markdown => "markdown",
+            Format::Text => "text",
         }
     }
 
-    /// Whether this is one of the formats for agents (JSON or Markdown).
+    /// Whether this is one of the structured formats for agents (JSON or Markdown): plain text
+    /// carries no machine fields.
     pub fn is_structured(self) -> bool {
-        self != Format::Html
+        matches!(self, Format::Json | Format::ProblemJson | Format::Markdown)
     }
 }
 
@@ -52,15 +58,23 @@ impl std::fmt::Display for Format {
 /// fewer than ten, and the cap keeps work bounded on hostile headers.
 pub const MAX_ACCEPT_ENTRIES: usize = 64;
 
+/// A format with its media type: type, subtype and `+suffix`.
+type Offer = (Format, &'static str, &'static str, Option<&'static str>);
+
 /// The formats we serve with their media type, in tie-break order: when one range matches two
 /// formats (`text/*`, `application/*`) at the same q, the earlier one here wins, so structured
-/// types beat HTML and plain JSON beats problem+json.
-const OFFERS: [(Format, &str, &str, Option<&str>); 4] = [
+/// types beat HTML, plain JSON beats problem+json, and `text/*` stays Markdown when plain text
+/// is offered too (last, and only by [`negotiate_offering_text`]).
+const OFFERS: [Offer; 5] = [
     (Format::Markdown, "text", "markdown", None),
     (Format::Json, "application", "json", None),
     (Format::ProblemJson, "application", "problem", Some("json")),
     (Format::Html, "text", "html", None),
+    (Format::Text, "text", "plain", None),
 ];
+
+/// The contract's offers: every format but plain text.
+const CONTRACT_OFFERS: &[Offer] = OFFERS.split_at(4).0;
 
 /// How specifically a range matched an offer: `*/*` < `type/*` < `type/subtype`.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -94,17 +108,37 @@ struct Match {
 /// assert_eq!(negotiate(None), Format::Html);
 /// ```
 pub fn negotiate(accept: Option<&[u8]>) -> Format {
+    pick(accept, CONTRACT_OFFERS)
+}
+
+/// As [`negotiate`], with plain text (`text/plain`) offered too: for an answer whose error rule
+/// gives `text`, which is then its own `text/plain` answer when the client ranks `text/plain`
+/// first. `text/*` still gets Markdown, and a client that does not name `text/plain` gets what
+/// [`negotiate`] gives.
+///
+/// ```
+/// use signpost_problem::{negotiate_offering_text, Format};
+/// assert_eq!(negotiate_offering_text(Some(b"text/plain")), Format::Text);
+/// assert_eq!(negotiate_offering_text(Some(b"text/*")), Format::Markdown);
+/// assert_eq!(negotiate_offering_text(Some(b"application/json, text/plain")), Format::Json);
+/// ```
+pub fn negotiate_offering_text(accept: Option<&[u8]>) -> Format {
+    pick(accept, &OFFERS)
+}
+
+/// The format among `offers` that the header ranks first (see [`negotiate`]).
+fn pick(accept: Option<&[u8]>, offers: &[Offer]) -> Format {
     let Some(header) = accept else {
         return Format::Html;
     };
-    let mut best: [Option<Match>; 4] = [None; 4];
+    let mut best: [Option<Match>; OFFERS.len()] = [None; OFFERS.len()];
     for (index, raw) in split_list(header).take(MAX_ACCEPT_ENTRIES).enumerate() {
         let Some((media, q)) = parse_range(raw) else {
             continue;
         };
         let (ty, subty) = (media.ty.as_str(), media.subty.as_str());
         let suffix = media.suffix.as_ref().map(|s| s.as_str());
-        for (slot, (_, o_ty, o_subty, o_suffix)) in best.iter_mut().zip(OFFERS) {
+        for (slot, &(_, o_ty, o_subty, o_suffix)) in best.iter_mut().zip(offers) {
             let specificity = if ty == "*" && subty == "*" && suffix.is_none() {
                 Specificity::Any
             } else if !ty.eq_ignore_ascii_case(o_ty) {
@@ -133,7 +167,7 @@ pub fn negotiate(accept: Option<&[u8]>) -> Format {
         }
     }
     let mut winner: Option<(Format, Match)> = None;
-    for (slot, (format, ..)) in best.iter().zip(OFFERS) {
+    for (slot, &(format, ..)) in best.iter().zip(offers) {
         let Some(m) = *slot else { continue };
         if m.specificity == Specificity::Any || m.q == 0 {
             continue;
@@ -268,6 +302,43 @@ mod tests {
     }
 
     #[test]
+    fn plain_text_only_when_offered_and_ranked_first() {
+        let t = |accept: &str| negotiate_offering_text(Some(accept.as_bytes()));
+        // The contract never answers plain text.
+        assert_eq!(n("text/plain"), Format::Html);
+        assert_eq!(n("text/plain, text/markdown"), Format::Markdown);
+        // Offered: the client's ranking decides, `text/*` stays Markdown.
+        for (accept, want) in [
+            ("text/plain", Format::Text),
+            ("TEXT/PLAIN; charset=utf-8", Format::Text),
+            ("text/plain, text/markdown", Format::Text),
+            ("text/markdown, text/plain", Format::Markdown),
+            ("text/markdown;q=0.5, text/plain", Format::Text),
+            ("text/plain;q=0.5, application/json", Format::Json),
+            ("text/*", Format::Markdown),
+            ("text/*, text/markdown;q=0", Format::Html),
+            ("text/plain;q=0", Format::Html),
+            ("*/*", Format::Html),
+            (
+                "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8",
+                Format::Html,
+            ),
+        ] {
+            assert_eq!(t(accept), want, "{accept}");
+        }
+        assert_eq!(negotiate_offering_text(None), Format::Html);
+        // Every other header negotiates as the contract says.
+        for accept in [
+            "application/json",
+            "text/markdown",
+            "application/problem+json",
+            "junk",
+        ] {
+            assert_eq!(t(accept), n(accept), "{accept}");
+        }
+    }
+
+    #[test]
     fn browsers_get_html() {
         assert_eq!(
             n("text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"),
@@ -387,6 +458,7 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
             let _ = negotiate(Some(&bytes));
+            let _ = negotiate_offering_text(Some(&bytes));
         }
 
         #[test]

@@ -198,6 +198,12 @@ pub fn render_custom(
     tokens: &TokenValues<'_>,
 ) -> Rendered {
     let entry = problem.entry;
+    // Plain text is the operator's `text` and nothing else: without one, the closest answer a
+    // reader of text gets is the Markdown, labelled as such.
+    let format = match format {
+        Format::Text if custom.text.is_none() => Format::Markdown,
+        format => format,
+    };
     let retryable = custom.retryable.unwrap_or(entry.retryable);
     let retry_after = retryable.then(|| {
         custom
@@ -250,6 +256,7 @@ pub fn render_custom(
             Some(page) => expand(page, &tokens, Escape::Html).into_bytes(),
             None => html::render(&view, branding),
         },
+        Format::Text => text_body(custom.text.as_deref().unwrap_or_default(), &tokens),
     };
     Rendered {
         status: view.status,
@@ -257,6 +264,16 @@ pub fn render_custom(
         body: Bytes::from(body),
         retry_after,
     }
+}
+
+/// The operator's `text` as the whole `text/plain` body: token values on one line, ending in a
+/// line break (a terminal's prompt then starts on its own line).
+fn text_body(text: &str, tokens: &TokenValues<'_>) -> Vec<u8> {
+    let mut body = expand(text, tokens, Escape::Text);
+    if !body.ends_with('\n') {
+        body.push('\n');
+    }
+    body.into_bytes()
 }
 
 /// One answer's facts after the operator's rule: what every renderer reads.

@@ -48,6 +48,9 @@ pub enum Escape {
     Html,
     /// Markdown text, on one line, every ASCII punctuation character backslash-escaped.
     Markdown,
+    /// Plain text, on one line: control characters (a terminal's escapes, line breaks) become
+    /// U+FFFD, so a value can neither add lines nor drive the terminal that shows it.
+    Text,
 }
 
 /// A `::NAME::` in `text` that is not a known token: the byte range of the whole `::NAME::` and
@@ -131,6 +134,16 @@ pub fn escape_into(out: &mut String, value: &str, escape: Escape) {
             }
         }
         Escape::Markdown => markdown_text(out, value),
+        Escape::Text => {
+            for c in value.chars() {
+                let breaks = c.is_control() || c == '\u{2028}' || c == '\u{2029}';
+                out.push(if breaks {
+                    char::REPLACEMENT_CHARACTER
+                } else {
+                    c
+                });
+            }
+        }
     }
 }
 
@@ -237,6 +250,14 @@ mod tests {
         assert_eq!(
             expand("h=::HOST::", &v, Escape::Markdown),
             "h=\\<b\\>\\\"x\\\" \\& \\'y\\' \\# z"
+        );
+        let v = TokenValues {
+            host: "a\u{1b}[2J\r\nb\u{2028}<c>",
+            ..values()
+        };
+        assert_eq!(
+            expand("h=::HOST::\n", &v, Escape::Text),
+            "h=a\u{fffd}[2J\u{fffd}\u{fffd}b\u{fffd}<c>\n"
         );
     }
 }

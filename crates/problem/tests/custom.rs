@@ -279,6 +279,46 @@ fn origin_errors_say_so() {
 }
 
 /// Every token in every text field and content, with `host` as the Host.
+#[test]
+fn text_is_its_own_plain_answer() {
+    let p = problem(1015, "example.com");
+    let custom = Custom {
+        status: Some(503),
+        retry_after: Some(90),
+        text: Some("Busy. Ray ::RAY_ID::, wait ::RETRY_AFTER:: s. Host ::HOST::".into()),
+        ..Custom::default()
+    };
+    let r = render_custom(
+        &p,
+        Format::Text,
+        &Branding::default(),
+        &custom,
+        &tokens("a\u{1b}[31m\r\nb"),
+    );
+    assert_eq!(
+        (r.status, r.format, r.retry_after),
+        (503, Format::Text, Some(90))
+    );
+    assert_eq!(
+        text(&r.body),
+        format!("Busy. Ray {RAY}, wait 90 s. Host a\u{fffd}[31m\u{fffd}\u{fffd}b\n")
+    );
+    let headers = r.headers(RAY);
+    assert!(headers.contains(&("content-type", "text/plain; charset=utf-8".to_owned())));
+    assert!(headers.contains(&("retry-after", "90".to_owned())));
+    assert!(headers.contains(&("content-length", r.body.len().to_string())));
+    // A rule without `text` has no plain answer: the Markdown, labelled as Markdown.
+    let r = render_custom(
+        &p,
+        Format::Text,
+        &Branding::default(),
+        &rule(),
+        &tokens("x"),
+    );
+    assert_eq!(r.format, Format::Markdown);
+    assert!(text(&r.body).starts_with("---\nerror_code: 1015\n"));
+}
+
 fn everywhere() -> Custom {
     let all = "::CLIENT_IP:: ::RAY_ID:: ::GEO:: ::CODE:: ::RETRY_AFTER:: ::ZONE:: [::HOST::]";
     let mut extra = serde_json::Map::new();
