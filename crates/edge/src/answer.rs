@@ -65,9 +65,10 @@ impl Answer {
         }
         Ok(Answer {
             head,
+            // The format rendered: plain text asked of a rule without `text` is its Markdown.
+            format: rendered.format,
             body: rendered.body,
             code: entry.code,
-            format,
         })
     }
 

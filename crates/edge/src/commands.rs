@@ -80,7 +80,6 @@ pub fn render(args: &RenderArgs) -> anyhow::Result<()> {
         signpost_problem::lookup_path_code(&args.code)
     };
     let accept = (!args.accept.is_empty()).then_some(args.accept.as_bytes());
-    let format = signpost_problem::negotiate(accept);
     let ray = RayId::next();
     let policy = match &args.config {
         Some(path) => Some(CompiledPolicy::load(path, None).map_err(|e| anyhow::anyhow!("{e}"))?),
@@ -136,6 +135,7 @@ pub fn render(args: &RenderArgs) -> anyhow::Result<()> {
             ..rule
         });
     }
+    let format = crate::error_rules::format(accept, custom.as_ref());
     let client_ip = args.client_ip.to_string();
     let dressing = custom.map(|custom| crate::answer::Dressing {
         custom: std::borrow::Cow::Owned(custom),

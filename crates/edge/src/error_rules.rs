@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use pingora::proxy::Session;
 use signpost_policy::ResponseFacts;
-use signpost_problem::{Custom, TokenValues};
+use signpost_problem::{Custom, Format, TokenValues};
 
 use crate::answer::Dressing;
 use crate::ctx::RequestCtx;
@@ -48,6 +48,15 @@ pub fn find<'a>(
             ctx.rule_id.as_deref(),
         )
         .map(|(id, custom)| Matched { id, custom })
+}
+
+/// The format of an answer for the client's `Accept`: the contract's negotiation, with
+/// `text/plain` offered too when the rule that speaks gives `text` (its own plain answer).
+pub fn format(accept: Option<&[u8]>, custom: Option<&Custom>) -> Format {
+    match custom {
+        Some(custom) if custom.text.is_some() => signpost_problem::negotiate_offering_text(accept),
+        _ => signpost_problem::negotiate(accept),
+    }
 }
 
 /// The request's values of `::CLIENT_IP::`, `::GEO::` and `::HOST::`, owned so that a

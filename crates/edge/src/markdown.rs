@@ -321,7 +321,14 @@ pub struct Job<'a> {
     pub head_only: bool,
     /// The `cf-ray` value the response carries.
     pub ray: http::HeaderValue,
+    /// What the edge answers in place of an origin error (`origin_errors::reshape`).
+    pub origin_error: &'a mut OriginError<'a>,
 }
+
+/// Asked with the origin's error head: the problem the edge answers instead, if any.
+pub type OriginError<'a> = dyn FnMut(&Session, &ResponseHeader) -> Result<Option<crate::origin_errors::Reshaped>>
+    + Send
+    + 'a;
 
 /// Why a Markdown request failed.
 #[derive(Debug)]
@@ -353,10 +360,22 @@ pub async fn fetch_and_convert(session: &mut Session, job: Job<'_>) -> Forwarded
         url,
         head_only,
         ray,
+        origin_error,
     } = job;
     let (mut up, resp) = ask_origin(converter, peer, request, ray)
         .await
         .map_err(Failure::Origin)?;
+    // An origin error is answered as on the proxy's path (a structured problem for an agent, or
+    // an error rule's answer), not converted: its page is not read, its connection not kept.
+    if resp.status.as_u16() >= 400
+        && let Some(answer) = origin_error(session, &resp).map_err(Failure::Origin)?
+    {
+        metrics.outcome(Outcome::Skipped);
+        finish_upstream(converter, up, peer, true).await;
+        return write_whole(session, answer.head, answer.body, head_only)
+            .await
+            .map(|()| Outcome::Skipped);
+    }
     let declared_len = header_str(&resp, http::header::CONTENT_LENGTH)
         .and_then(|v| v.trim().parse::<usize>().ok());
     let not_read = if !convertible(&resp) {
@@ -405,17 +424,28 @@ pub async fn fetch_and_convert(session: &mut Session, job: Job<'_>) -> Forwarded
         }
     };
     metrics.outcome(outcome);
+    write_whole(session, header, out, head_only).await?;
+    Ok(outcome)
+}
+
+/// Writes a response whose body is complete (the head alone for HEAD).
+async fn write_whole(
+    session: &mut Session,
+    header: ResponseHeader,
+    body: Bytes,
+    head_only: bool,
+) -> Forwarded<()> {
     session
         .write_response_header(Box::new(header), head_only)
         .await
         .map_err(Failure::Midway)?;
     if !head_only {
         session
-            .write_response_body(Some(out), true)
+            .write_response_body(Some(body), true)
             .await
             .map_err(Failure::Midway)?;
     }
-    Ok(outcome)
+    Ok(())
 }
 
 /// Sends the request to the origin and reads its response header, with `cf-ray` and

@@ -41,6 +41,13 @@ pub struct Replacing {
     discarded: u64,
 }
 
+/// The answer the edge gives in place of an origin's error: the problem's head (the origin's
+/// other headers kept) and its body.
+pub struct Reshaped {
+    pub head: ResponseHeader,
+    pub body: Bytes,
+}
+
 /// Decides on the origin's error head whether the edge answers it, and if so rewrites the head.
 /// Called from `response_filter` for statuses 400-599 only.
 pub fn response_filter(
@@ -48,28 +55,64 @@ pub fn response_filter(
     response: &mut ResponseHeader,
     ctx: &mut RequestCtx,
 ) -> Result<()> {
-    let Some(loaded) = ctx.policy.clone() else {
+    let Some(Reshaped { head, body }) = reshape(session, response, ctx)? else {
         return Ok(());
+    };
+    let head_only = session.req_header().method == http::Method::HEAD;
+    let declared_empty = response
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .is_some_and(|v| v.as_bytes() == b"0");
+    *response = head;
+    if head_only {
+        return Ok(());
+    }
+    if declared_empty {
+        ctx.origin_error_answer = Some(Box::new((response.clone(), body)));
+        return Error::e_explain(ANSWERED_IN_PLACE, "origin error with an empty body");
+    }
+    ctx.replacing = Some(Replacing {
+        body: Some(body),
+        discarded: 0,
+    });
+    Ok(())
+}
+
+/// What the edge answers in place of the origin's error `response` (its head), or `None` when
+/// the origin's answer goes to the client: a zone that asks for structured origin errors
+/// answers a client that negotiated JSON or Markdown when the origin's body is not already
+/// structured, and an error rule matching the origin's status answers in any format. Used by
+/// the proxy's `response_filter` and by the Markdown path alike.
+pub fn reshape(
+    session: &Session,
+    response: &ResponseHeader,
+    ctx: &mut RequestCtx,
+) -> Result<Option<Reshaped>> {
+    let Some(loaded) = ctx.policy.clone() else {
+        return Ok(None);
     };
     let structured = ctx.zone().is_some_and(|z| z.origin_errors_structured);
     if !structured && !loaded.policy.has_error_rules() {
-        return Ok(());
+        return Ok(None);
     }
     let status = response.status.as_u16();
     let Some(entry) = signpost_problem::origin_entry(status) else {
-        return Ok(());
+        return Ok(None);
     };
-    let format = signpost_problem::negotiate(crate::facts::accept(session).as_deref());
+    let accept = crate::facts::accept(session);
     let rule = crate::error_rules::find(&loaded, session, ctx, status, 0);
-    let wanted = structured && format.is_structured() && !is_structured(response);
+    let wanted = structured
+        && signpost_problem::negotiate(accept.as_deref()).is_structured()
+        && !is_structured(response);
     if rule.is_none() && !wanted {
-        return Ok(());
+        return Ok(None);
     }
     let custom = advice(
         status,
         retry_after(response),
         rule.as_ref().map(|r| r.custom),
     );
+    let format = crate::error_rules::format(accept.as_deref(), Some(&custom));
     let values = RequestValues::new(&loaded, session, ctx);
     let dressing = values.dressing(Cow::Owned(custom));
     let host = crate::facts::request_host(session);
@@ -83,30 +126,13 @@ pub fn response_filter(
         loaded.policy.problem_branding(),
         Some(&dressing),
     )?;
-    ctx.format = Some(format);
+    ctx.format = Some(answer.format);
     if let Some(rule) = &rule {
         ctx.error_rule = Some(rule.id.into());
     }
-    let head_only = session.req_header().method == http::Method::HEAD;
-    let declared_empty = response
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .is_some_and(|v| v.as_bytes() == b"0");
-    let Answer { head, body, .. } = answer;
-    let origin = std::mem::replace(response, head);
-    keep_origin_headers(&origin, response)?;
-    if head_only {
-        return Ok(());
-    }
-    if declared_empty {
-        ctx.origin_error_answer = Some(Box::new((response.clone(), body)));
-        return Error::e_explain(ANSWERED_IN_PLACE, "origin error with an empty body");
-    }
-    ctx.replacing = Some(Replacing {
-        body: Some(body),
-        discarded: 0,
-    });
-    Ok(())
+    let Answer { mut head, body, .. } = answer;
+    keep_origin_headers(response, &mut head)?;
+    Ok(Some(Reshaped { head, body }))
 }
 
 /// Puts the problem's body in place of the origin's first chunk and drops the rest.

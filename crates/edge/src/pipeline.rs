@@ -604,6 +604,10 @@ impl Edge {
                 request_host(session),
                 req.uri.path_and_query().map_or("/", |pq| pq.as_str())
             );
+            let head_only = req.method == http::Method::HEAD;
+            let mut origin_error = |session: &Session, response: &ResponseHeader| {
+                crate::origin_errors::reshape(session, response, ctx)
+            };
             let job = markdown::Job {
                 converter: &self.markdown,
                 metrics: &self.metrics.markdown,
@@ -611,8 +615,9 @@ impl Edge {
                 peer: &peer,
                 request,
                 url,
-                head_only: req.method == http::Method::HEAD,
+                head_only,
                 ray,
+                origin_error: &mut origin_error,
             };
             markdown::fetch_and_convert(session, job).await
         }
@@ -680,7 +685,6 @@ impl Edge {
         entry: &'static CatalogEntry,
         retry_after: Option<u32>,
     ) -> Result<()> {
-        let format = signpost_problem::negotiate(crate::facts::accept(session).as_deref());
         let loaded = ctx
             .policy
             .clone()
@@ -691,6 +695,10 @@ impl Edge {
             // none of it is held across the write below.
             let rule =
                 crate::error_rules::find(&loaded, session, ctx, entry.status, entry.code.get());
+            let format = crate::error_rules::format(
+                crate::facts::accept(session).as_deref(),
+                rule.as_ref().map(|r| r.custom),
+            );
             let values = rule
                 .as_ref()
                 .map(|_| crate::error_rules::RequestValues::new(&loaded, session, ctx));
