@@ -14,7 +14,9 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use pingora::http::RequestHeader;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use signpost_policy::{CompiledPolicy, RequestFacts, Trace, TraceStep, Verdict};
+use signpost_policy::{
+    CompiledPolicy, RequestFacts, ResponseFacts, Trace, TraceStep, Verdict, ZoneId,
+};
 
 use crate::answer::Answer;
 use crate::limits::Head;
@@ -208,6 +210,9 @@ pub struct Traced {
     pub rule_id: Option<String>,
     /// The catalog code of the answer, when the edge answers.
     pub code: Option<u16>,
+    /// The error rule that speaks for the answer (a rule's own `response`, or an error rule),
+    /// when one matches it.
+    pub error_rule: Option<SpokenBy>,
 }
 
 /// Runs the edge's steps on `request` against `policy` at `now`, changing nothing.
@@ -232,6 +237,13 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
         zone: None,
         rule_id: None,
         code: None,
+        error_rule: None,
+    };
+    // Who the answer is for, as the edge knows it when it answers: the zone and client the
+    // policy settled (before the policy ran: no zone, the peer).
+    let mut asker = Asker {
+        zone: None,
+        client_ip: traced.request.peer,
     };
 
     // Edge step 1: what no zone accepts.
@@ -265,6 +277,10 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
         let trace = policy.trace_assuming(&facts, now, r.country.as_deref(), r.asn);
         steps.extend(trace.steps.iter().cloned());
         let d = &trace.decision;
+        asker = Asker {
+            zone: d.zone,
+            client_ip: d.client_ip,
+        };
         traced.zone = d.zone.map(|z| {
             let zone = policy.zone(z);
             (zone.name.to_string(), zone.origin.to_string())
@@ -309,7 +325,14 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
     traced.response = match refusal {
         Some((code, retry_after)) => {
             traced.code = Some(code);
-            answer(policy, &traced.request, &req, code, retry_after)?
+            let refused = Refusal {
+                code,
+                retry_after,
+                by: traced.rule_id.as_deref(),
+            };
+            let (response, rule) = answer(policy, &traced.request, &req, &asker, &refused)?;
+            traced.error_rule = rule;
+            response
         }
         None => match &traced.zone {
             Some((zone, origin)) => Response::Proxied {
@@ -344,31 +367,93 @@ fn edge_step(name: &str, description: &str, code: Option<signpost_problem::Code>
     step
 }
 
-/// The response the edge would send for `code`, through [`Answer::new`].
+/// The zone and client an answer is for, as the edge knows them when it answers.
+struct Asker {
+    zone: Option<ZoneId>,
+    client_ip: IpAddr,
+}
+
+/// The edge's refusal of a traced request: its code, its wait, and the rule that made it.
+struct Refusal<'a> {
+    code: u16,
+    retry_after: Option<u32>,
+    by: Option<&'a str>,
+}
+
+/// The error rule that spoke for a traced answer, and what of it the answer shows.
+#[derive(Debug)]
+pub struct SpokenBy {
+    pub id: String,
+    /// The answer's status, the rule's or the code's.
+    pub status: u16,
+    /// The format answered.
+    pub format: signpost_problem::Format,
+    /// Which of the rule's content that format shows ([`signpost_problem::Custom::content_for`]).
+    pub content: &'static str,
+}
+
+impl SpokenBy {
+    fn to_json(&self) -> Value {
+        json!({
+            "id": self.id,
+            "status": self.status,
+            "format": self.format.as_str(),
+            "content": self.content,
+        })
+    }
+}
+
+/// The response the edge would send for a refusal, through [`Answer::new`], with the error
+/// rule that speaks for it as the edge finds one (`error_rules::find`'s precedence).
 fn answer(
     policy: &CompiledPolicy,
     request: &Synthetic,
     req: &RequestHeader,
-    code: u16,
-    retry_after: Option<u32>,
-) -> anyhow::Result<Response> {
-    let entry = crate::answer::entry(signpost_problem::Code::new(code));
-    let format = signpost_problem::negotiate(crate::facts::accept_of(&request.headers).as_deref());
+    asker: &Asker,
+    refused: &Refusal<'_>,
+) -> anyhow::Result<(Response, Option<SpokenBy>)> {
+    let entry = crate::answer::entry(signpost_problem::Code::new(refused.code));
+    let facts = request.facts();
+    let response = ResponseFacts {
+        code: entry.status,
+        edge_code: entry.code.get(),
+    };
+    let rule = policy.error_rule(asker.zone, &facts, asker.client_ip, response, refused.by);
+    let accept = crate::facts::accept_of(&request.headers);
+    let format = crate::error_rules::format(accept.as_deref(), rule.map(|(_, custom)| custom));
+    let client_ip = asker.client_ip.to_string();
+    let geo = match &request.country {
+        Some(country) => country.to_ascii_uppercase(),
+        None => policy.country(asker.client_ip).unwrap_or_default(),
+    };
+    let dressing = rule.map(|(_, custom)| crate::answer::Dressing {
+        custom: std::borrow::Cow::Borrowed(custom),
+        tokens: signpost_problem::TokenValues {
+            client_ip: &client_ip,
+            geo: &geo,
+            host: &request.host,
+            ..signpost_problem::TokenValues::default()
+        },
+    });
     let zone = signpost_policy::normalize_host(&request.host);
     let answer = Answer::new(
         entry,
         format,
         RayId::next(),
         &zone,
-        retry_after,
+        refused.retry_after,
         policy.problem_branding(),
-        // Error rules are not traced yet: the trace shows the default answer for the code
-        // (`signpost render --config` previews the one an error rule gives).
-        None,
+        dressing.as_ref(),
     )
     .map_err(|e| anyhow::anyhow!("cannot render the answer: {e}"))?;
+    let spoken = rule.map(|(id, custom)| SpokenBy {
+        id: id.to_owned(),
+        status: answer.head.status.as_u16(),
+        format: answer.format,
+        content: custom.content_for(answer.format),
+    });
     let head = &answer.head;
-    Ok(Response::Answer {
+    let response = Response::Answer {
         status: head.status.as_u16(),
         reason: head
             .get_reason_phrase()
@@ -387,7 +472,8 @@ fn answer(
             .collect(),
         body: answer.body.clone(),
         head_only: req.method == http::Method::HEAD,
-    })
+    };
+    Ok((response, spoken))
 }
 
 /// Bytes as text for messages: printable ASCII as is, anything else as `\xNN`.
@@ -469,6 +555,19 @@ pub fn to_text(t: &Traced) -> String {
     }
     if let Some(rule) = &t.rule_id {
         let _ = writeln!(out, "deciding rule: {}", quoted(rule));
+    }
+    if let Some(rule) = &t.error_rule {
+        let _ = writeln!(
+            out,
+            "error rule: {} (status {}, {} answered with the rule's {})",
+            quoted(&rule.id),
+            rule.status,
+            rule.format,
+            match rule.content {
+                "contract" => "text in the contract's layout",
+                content => content,
+            }
+        );
     }
     if let Some(p) = &t.policy
         && !p.decision.logged.is_empty()
@@ -592,6 +691,7 @@ pub fn to_json(t: &Traced) -> Value {
         "code": t.code,
         "verdict": if t.code.is_some() { "refuse" } else { "proxy" },
         "rule_id": t.rule_id,
+        "error_rule": t.error_rule.as_ref().map(SpokenBy::to_json),
         "zone": t.zone.as_ref().map(|(z, _)| z),
         "origin": t.zone.as_ref().map(|(_, o)| o),
         "stopped_at": t.stopped_at,
