@@ -85,6 +85,22 @@ retry_after = 30
 title = "The shop is down for a moment"
 
 [[error_rule]]
+id = "geo-1009"
+expression = 'cf.response.1xxx_code eq 1009'
+title = "Not served in ::GEO::"
+detail = "::CLIENT_IP:: in ::GEO:: asked ::ZONE:: (code ::CODE::, ray ::RAY_ID::)."
+text = "Not served in ::GEO::. Quote ray ::RAY_ID::."
+
+[[error_rule]]
+id = "hostile-content"
+expression = 'cf.response.1xxx_code eq 1001 and http.request.uri.path eq "/content"'
+retry_after = 9
+html = "<!doctype html><title>t</title><h1>::HOST::</h1><p class=all>::HOST:: | ::ZONE:: | ::CLIENT_IP:: | ::GEO:: | ::RAY_ID:: | ::CODE:: | ::RETRY_AFTER::</p>"
+markdown = "# ::HOST::\n\n::HOST:: | ::ZONE:: | ::CLIENT_IP:: | ::GEO:: | ::RAY_ID:: | ::CODE:: | ::RETRY_AFTER::\n"
+text = "::HOST:: | ::ZONE:: | ::CLIENT_IP:: | ::GEO:: | ::RAY_ID:: | ::CODE:: | ::RETRY_AFTER::"
+json = '{"all": "::HOST:: | ::ZONE:: | ::CLIENT_IP:: | ::GEO:: | ::RAY_ID:: | ::CODE:: | ::RETRY_AFTER::"}'
+
+[[error_rule]]
 id = "hostile-1001"
 expression = 'cf.response.1xxx_code eq 1001'
 title = "No site at ::HOST::"
@@ -93,11 +109,28 @@ what_you_should_do = "**Check the name.** You asked for ::HOST::."
 json = '{"asked_for": "::HOST::"}'
 "##;
 
-fn rules_policy(listen: SocketAddr, admin: SocketAddr, origin: SocketAddr) -> String {
+fn rules_policy(
+    listen: SocketAddr,
+    admin: SocketAddr,
+    origin: SocketAddr,
+    country_db: &std::path::Path,
+) -> String {
+    let country_db = country_db.display();
     format!(
         r##"listen = ["{listen}"]
 admin = "{admin}"
 {RULES}
+
+[client_ip]
+trusted_proxies = ["127.0.0.1/32"]
+
+[geo]
+country_db = "{country_db}"
+
+[[access_rule]]
+id = "no-se"
+action = "block"
+country = ["SE"]
 
 [[custom_rule]]
 id = "no-admin"
@@ -123,6 +156,13 @@ period = "1m"
 requests_per_period = 1
 response = {{ retry_after = 600, json = '{{"why": "one signup a minute"}}' }}
 
+[[rate_limit]]
+id = "burst"
+expression = 'http.request.uri.path eq "/burst"'
+period = "1m"
+requests_per_period = 1
+response = {{ title = "Bursts wait a minute" }}
+
 [[zone]]
 name = "shop"
 hosts = ["example.com"]
@@ -146,6 +186,17 @@ what_you_should_do = "**Come back in ::RETRY_AFTER:: seconds.**"
 name = "down"
 hosts = ["www.example.com"]
 origin = "127.0.0.1:9"
+
+[[zone]]
+name = "docs"
+hosts = ["docs.example.com"]
+origin = "{origin}"
+
+[zone.markdown]
+enabled = true
+
+[zone.origin_errors]
+structured = true
 "##
     )
 }
@@ -159,7 +210,11 @@ fn start() -> (ErrorOrigin, Edge) {
     scratch.write("pages/blocked.html", BLOCKED_PAGE);
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let config = scratch.write("policy.toml", &rules_policy(addr, admin, origin.addr));
+    let (country_db, _) = geo_databases(&scratch.0);
+    let config = scratch.write(
+        "policy.toml",
+        &rules_policy(addr, admin, origin.addr, &country_db),
+    );
     let edge = Edge::start_with_file(scratch, config, addr, admin, &[]);
     (origin, edge)
 }
@@ -190,6 +245,70 @@ fn signpost_problem_title(code: u16) -> String {
     let text = String::from_utf8(out.stdout).unwrap();
     let body = text.split_once("\n\n").unwrap().1;
     json(body)["title"].as_str().unwrap().to_owned()
+}
+
+/// `get` with more request headers.
+fn get_with(
+    edge: &Edge,
+    host: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, reqwest::header::HeaderMap, String) {
+    let url = format!("http://{host}:{}{path}", edge.addr.port());
+    let mut request = client(edge).get(url);
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    (status, headers, response.text().unwrap())
+}
+
+/// A Markdown body's blocks as CommonMark reads them: (`h1`, `h2`, `p`, ...) and their text.
+fn blocks(markdown: &str) -> Vec<(String, String)> {
+    use pulldown_cmark::{Event, Tag, TagEnd};
+    let mut out: Vec<(String, String)> = Vec::new();
+    for event in pulldown_cmark::Parser::new(markdown) {
+        match event {
+            Event::Start(Tag::Heading { level, .. }) => {
+                out.push((format!("{level}").to_lowercase(), String::new()));
+            }
+            Event::Start(Tag::Paragraph) => out.push(("p".into(), String::new())),
+            Event::Start(Tag::Item) => out.push(("li".into(), String::new())),
+            Event::Text(t) | Event::Code(t) => {
+                if let Some(last) = out.last_mut() {
+                    last.1.push_str(&t);
+                }
+            }
+            Event::SoftBreak | Event::HardBreak => {
+                if let Some(last) = out.last_mut() {
+                    last.1.push(' ');
+                }
+            }
+            Event::Html(h) | Event::InlineHtml(h) => panic!("HTML in the Markdown: {h}"),
+            Event::End(TagEnd::Paragraph | TagEnd::Heading(_) | TagEnd::Item) => {}
+            _ => {}
+        }
+    }
+    out
+}
+
+/// The text of the first `h1` of a Markdown body.
+fn markdown_h1(markdown: &str) -> String {
+    blocks(markdown)
+        .into_iter()
+        .find(|(kind, _)| kind == "h1")
+        .map(|(_, text)| text)
+        .unwrap_or_else(|| panic!("no h1 in {markdown}"))
+}
+
+/// The text of the elements `selector` picks in an HTML page.
+fn html_text(html: &str, selector: &str) -> String {
+    let page = scraper::Html::parse_document(html);
+    page.select(&scraper::Selector::parse(selector).unwrap())
+        .flat_map(|e| e.text())
+        .collect()
 }
 
 fn json(body: &str) -> Value {
@@ -234,6 +353,13 @@ fn a_rule_on_1020_speaks_every_format() {
     assert_eq!(
         prose,
         format!("\n# Blocked\n\nQuote ray {ray} to support.\n")
+    );
+    assert_eq!(
+        blocks(&prose),
+        [
+            ("h1".to_owned(), "Blocked".to_owned()),
+            ("p".to_owned(), format!("Quote ray {ray} to support."))
+        ]
     );
 
     let (status, headers, body) = get(&edge, "example.com", "/admin", "text/html");
@@ -295,6 +421,10 @@ fn a_rule_on_a_52x_changes_the_status_and_the_wait() {
     assert_eq!(meta["status"].as_u64(), Some(503));
     assert_eq!(meta["error_code"].as_u64(), Some(521));
     assert!(prose.contains("# Error 521: The shop is down for a moment\n"));
+    assert_eq!(
+        markdown_h1(&prose),
+        "Error 521: The shop is down for a moment"
+    );
     let (_, _, body) = get(&edge, "www.example.com", "/", "text/html");
     assert_eq!(h1(&body), "The shop is down for a moment");
 }
@@ -597,4 +727,446 @@ fn a_rules_own_response_speaks_before_the_error_rules() {
         p["title"], "Error 1015: You are being rate limited",
         "not the zone's rule"
     );
+}
+
+#[test]
+fn a_rules_text_is_its_own_plain_answer() {
+    let (_origin, edge) = start();
+    // A rule's own response with `text`: a client that asks for plain text gets that text.
+    let (status, headers, body) = get(&edge, "example.com", "/private", "text/plain");
+    assert_eq!(status, 404);
+    assert_eq!(headers["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(headers["content-length"], body.len().to_string().as_str());
+    assert_eq!(headers["vary"], "Accept");
+    assert!(headers.contains_key("cf-ray"));
+    assert_eq!(body, "Nothing here.\n");
+    // Ranked first it wins; `text/*` stays the contract's Markdown.
+    let (_, headers, body) = get(
+        &edge,
+        "example.com",
+        "/private",
+        "text/plain, text/markdown",
+    );
+    assert_eq!(headers["content-type"], "text/plain; charset=utf-8");
+    assert_eq!(body, "Nothing here.\n");
+    let (_, headers, body) = get(&edge, "example.com", "/private", "text/*");
+    assert_eq!(headers["content-type"], "text/markdown; charset=utf-8");
+    let (meta, _) = frontmatter(&body);
+    assert_eq!(meta["error_code"].as_u64(), Some(1020));
+    // An error rule's text, tokens filled in.
+    let (status, headers, body) = get_with(
+        &edge,
+        "example.com",
+        "/",
+        &[
+            ("accept", "text/plain"),
+            ("x-forwarded-for", "89.160.20.112"),
+        ],
+    );
+    assert_eq!(status, 403);
+    assert_eq!(headers["content-type"], "text/plain; charset=utf-8");
+    let ray = headers["cf-ray"].to_str().unwrap();
+    assert_eq!(body, format!("Not served in SE. Quote ray {ray}.\n"));
+    // A rule without `text` has no plain answer: plain text gets the contract's HTML.
+    let (status, headers, body) = get(&edge, "example.com", "/admin", "text/plain");
+    assert_eq!(status, 403);
+    assert_eq!(headers["content-type"], "text/html; charset=utf-8");
+    assert_eq!(h1(&body), "Blocked by the shop");
+}
+
+#[test]
+fn a_rule_on_1009_speaks_every_format_with_the_clients_country() {
+    let (_origin, edge) = start();
+    let from_se = |accept: &str| {
+        get_with(
+            &edge,
+            "example.com",
+            "/",
+            &[("accept", accept), ("x-forwarded-for", "89.160.20.112")],
+        )
+    };
+    let (status, headers, body) = from_se("application/json");
+    assert_eq!(status, 403);
+    let ray = headers["cf-ray"].to_str().unwrap().to_owned();
+    let detail = format!("89.160.20.112 in SE asked example.com (code 1009, ray {ray}).");
+    let p = json(&body);
+    assert_eq!(p["error_code"], 1009);
+    assert_eq!(p["error_name"], "country_banned");
+    assert_eq!(p["title"], "Error 1009: Not served in SE");
+    assert_eq!(p["detail"], detail);
+
+    let (status, headers, body) = from_se("text/markdown");
+    assert_eq!(status, 403);
+    let ray = headers["cf-ray"].to_str().unwrap().to_owned();
+    let (meta, prose) = frontmatter(&body);
+    assert_eq!(meta["error_code"].as_u64(), Some(1009));
+    assert_eq!(meta["ray_id"].as_str(), Some(ray.as_str()));
+    // The rule's text is the Markdown body, read back literally.
+    assert_eq!(
+        blocks(&prose),
+        [(
+            "p".to_owned(),
+            format!("Not served in SE. Quote ray {ray}.")
+        )]
+    );
+
+    let (status, headers, body) = from_se("text/html");
+    assert_eq!(status, 403);
+    let ray = headers["cf-ray"].to_str().unwrap().to_owned();
+    assert_eq!(h1(&body), "Not served in SE");
+    assert_eq!(
+        html_text(&body, "section[aria-labelledby=happened] p"),
+        format!("89.160.20.112 in SE asked example.com (code 1009, ray {ray}).")
+    );
+}
+
+#[test]
+fn precedence_holds_in_every_format() {
+    let (_origin, edge) = start();
+    // Spend the one request a minute of each limit.
+    let _ = get(&edge, "example.com", "/burst", "application/json");
+    let _ = get(&edge, "example.com", "/login", "application/json");
+    // (host, path, title): a rule's own response, the zone's rule, the global rule, the default.
+    let default_1010 = signpost_problem_title(1010);
+    let default_1010 = default_1010.trim_start_matches("Error 1010: ");
+    let levels = [
+        ("example.com", "/burst", "Bursts wait a minute"),
+        ("example.com", "/login", "Slow down at the shop"),
+        (
+            "www.example.com",
+            "/cdn-cgi/error/1015",
+            "Global rate limit",
+        ),
+        ("example.com", "/cdn-cgi/error/1010", default_1010),
+    ];
+    for (host, path, title) in levels {
+        let code = if path.ends_with("1010") { 1010 } else { 1015 };
+        let wire_title = format!("Error {code}: {title}");
+        let (_, _, body) = get(&edge, host, path, "application/json");
+        assert_eq!(json(&body)["title"], wire_title.as_str(), "{host}{path}");
+        let (_, _, body) = get(&edge, host, path, "text/markdown");
+        let (meta, prose) = frontmatter(&body);
+        assert_eq!(meta["error_code"].as_u64(), Some(code), "{host}{path}");
+        assert_eq!(markdown_h1(&prose), wire_title, "{host}{path}");
+        let (_, _, body) = get(&edge, host, path, "text/html");
+        assert_eq!(h1(&body), title, "{host}{path}");
+    }
+}
+
+/// The raw response to `GET <path>` with a Host header that a client library would refuse.
+fn ask_raw_path(edge: &Edge, host: &str, path: &str, accept: &str) -> RawResponse {
+    let mut stream = TcpStream::connect(edge.addr).unwrap();
+    let request = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nAccept: {accept}\r\nConnection: close\r\n\r\n"
+    );
+    raw_exchange(&mut stream, request.as_bytes())
+}
+
+#[test]
+fn every_token_in_every_kind_of_content_stays_in_its_place() {
+    let (_origin, edge) = start();
+    let ray_of = |r: &RawResponse| r.header("cf-ray").unwrap().to_owned();
+    for host in HOSTILE {
+        // JSON content: the values read back exactly.
+        let r = ask_raw_path(&edge, host, "/content", "application/json");
+        assert_eq!(r.status, 409, "{host}");
+        let p: Value = serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{host}: {e}"));
+        let ray = ray_of(&r);
+        let zone = p["zone"].as_str().unwrap().to_owned();
+        let all = format!("{host} | {zone} | 127.0.0.1 |  | {ray} | 1001 | 9");
+        assert_eq!(p["all"], all.as_str(), "{host}");
+        assert_eq!(r.header("retry-after"), Some("9"));
+
+        // Markdown content: a heading and a paragraph, each the values as text, nothing more.
+        let r = ask_raw_path(&edge, host, "/content", "text/markdown");
+        let ray = ray_of(&r);
+        let all = format!("{host} | {zone} | 127.0.0.1 |  | {ray} | 1001 | 9");
+        let body = String::from_utf8(r.body).unwrap();
+        let (meta, prose) = frontmatter(&body);
+        assert_eq!(meta["retry_after"].as_u64(), Some(9), "{host}");
+        assert_eq!(
+            blocks(&prose),
+            [("h1".to_owned(), host.to_owned()), ("p".to_owned(), all)],
+            "{host}: {prose}"
+        );
+
+        // HTML content: the values are text, never markup.
+        let r = ask_raw_path(&edge, host, "/content", "text/html");
+        let ray = ray_of(&r);
+        let all = format!("{host} | {zone} | 127.0.0.1 |  | {ray} | 1001 | 9");
+        let html = String::from_utf8(r.body).unwrap();
+        assert_eq!(h1(&html), host);
+        assert_eq!(html_text(&html, "p.all"), all, "{host}");
+        assert_eq!(html_text(&html, "script, a, img"), "", "{host}");
+        let page = scraper::Html::parse_document(&html);
+        let elements = page.select(&scraper::Selector::parse("*").unwrap()).count();
+        // html, head, title, body, h1, p: the operator's page and nothing the host added.
+        assert_eq!(elements, 6, "{host}: {html}");
+
+        // Plain text: the values as they are, on one line.
+        let r = ask_raw_path(&edge, host, "/content", "text/plain");
+        assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+        let ray = ray_of(&r);
+        let all = format!("{host} | {zone} | 127.0.0.1 |  | {ray} | 1001 | 9");
+        assert_eq!(String::from_utf8(r.body).unwrap(), format!("{all}\n"));
+    }
+}
+
+#[test]
+fn a_reload_with_an_oversized_asset_keeps_the_old_pages() {
+    let (_origin, edge) = start();
+    let dir = edge.config.parent().unwrap().to_path_buf();
+    // One byte over Cloudflare's 1.5 MB for an error page asset.
+    let big = format!("<p>{}</p>", "x".repeat(1536 * 1024));
+    std::fs::write(dir.join("pages/blocked.html"), big).unwrap();
+    edge.signal("HUP");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while metric(
+        &admin_get(&edge, "/metrics").1,
+        "signpost_policy_reloads_total",
+        &[("outcome", "rejected")],
+    ) != Some(1.0)
+    {
+        assert!(Instant::now() < deadline, "the reload was not rejected");
+        thread::sleep(Duration::from_millis(20));
+    }
+    assert!(
+        edge.log().contains("is over 1572864 bytes"),
+        "{}",
+        edge.log()
+    );
+    for accept in ["text/html", "application/json", "text/markdown"] {
+        let (status, _, body) = get(&edge, "example.com", "/admin", accept);
+        assert_eq!(status, 403);
+        match accept {
+            "text/html" => assert_eq!(h1(&body), "Blocked by the shop"),
+            "application/json" => assert_eq!(
+                json(&body)["title"],
+                "Error 1020: Blocked by the shop's rules"
+            ),
+            _ => assert_eq!(markdown_h1(&frontmatter(&body).1), "Blocked"),
+        }
+    }
+}
+
+#[test]
+fn origin_errors_on_a_converting_zone_are_problems_for_markdown_agents() {
+    let (_origin, edge) = start();
+    let host = "docs.example.com";
+    // A 503 with Retry-After: the problem, in Markdown, with the origin's wait.
+    let (status, headers, body) = get(&edge, host, "/retry/503/120", "text/markdown");
+    assert_eq!(status, 503, "{body}");
+    assert_eq!(headers["content-type"], "text/markdown; charset=utf-8");
+    assert_eq!(headers["retry-after"], "120");
+    assert_eq!(
+        headers["x-origin"], "yes",
+        "the origin's own headers are kept"
+    );
+    assert_eq!(headers["content-length"], body.len().to_string().as_str());
+    let (meta, prose) = frontmatter(&body);
+    assert_eq!(meta["error_code"].as_u64(), Some(503));
+    assert_eq!(meta["source"].as_str(), Some("origin"));
+    assert_eq!(meta["cloudflare_error"].as_bool(), Some(false));
+    assert_eq!(meta["retry_after"].as_u64(), Some(120));
+    assert_eq!(meta["zone"].as_str(), Some(host));
+    assert_eq!(meta["ray_id"].as_str(), headers["cf-ray"].to_str().ok());
+    assert!(markdown_h1(&prose).starts_with("Error 503: "), "{prose}");
+    // A 404 and an empty 500: problems too, not retryable.
+    let (status, _, body) = get(&edge, host, "/status/404", "text/markdown");
+    assert_eq!(status, 404);
+    let (meta, _) = frontmatter(&body);
+    assert_eq!(meta["error_name"].as_str(), Some("origin_not_found"));
+    assert_eq!(meta["retryable"].as_bool(), Some(false));
+    let (status, _, body) = get(&edge, host, "/empty/500", "text/markdown");
+    assert_eq!(status, 500);
+    assert_eq!(frontmatter(&body).0["error_code"].as_u64(), Some(500));
+    // The origin's JSON error passes through untouched.
+    let (status, headers, body) = get(&edge, host, "/json/500", "text/markdown");
+    assert_eq!(status, 500);
+    assert_eq!(headers["content-type"], "application/json");
+    assert_eq!(body, r#"{"error":"origin's own"}"#);
+    // A browser gets the origin's page.
+    let browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8";
+    let (status, _, body) = get(&edge, host, "/status/404", browser);
+    assert_eq!(status, 404);
+    assert_eq!(body, "<html><body><h1>Origin says no</h1></body></html>");
+    // A page that is no error is still converted.
+    let (status, headers, body) = get(&edge, host, "/status/200", "text/markdown");
+    assert_eq!(status, 200);
+    assert_eq!(headers["content-type"], "text/markdown; charset=utf-8");
+    assert_eq!(markdown_h1(&body), "Origin says no");
+    // HEAD: the problem's head, no body.
+    let (_, _, get_body) = get(&edge, host, "/retry/503/120", "text/markdown");
+    let response = client(&edge)
+        .head(format!("http://{host}:{}/retry/503/120", edge.addr.port()))
+        .header("accept", "text/markdown")
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 503);
+    assert_eq!(response.headers()["retry-after"], "120");
+    let length: usize = response.headers()["content-length"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(length, get_body.len());
+    assert!(response.bytes().unwrap().is_empty());
+    // The connection that carried the problem carries the next request.
+    let mut stream = TcpStream::connect(edge.addr).unwrap();
+    let two = "GET /status/404 HTTP/1.1\r\nHost: docs.example.com\r\nAccept: text/markdown\r\n\r\n\
+               GET /ok HTTP/1.1\r\nHost: docs.example.com\r\nConnection: close\r\n\r\n";
+    let responses = {
+        use std::io::Write;
+        stream.write_all(two.as_bytes()).unwrap();
+        read_responses(&mut stream, 2)
+    };
+    assert_eq!(responses[0].status, 404);
+    assert_eq!(responses[1].status, 200);
+}
+
+#[test]
+fn an_origin_503_under_a_rule_speaks_every_format() {
+    let (_origin, edge) = start();
+    let guidance = "Come back in 120 seconds.";
+    let (status, _, body) = get(&edge, "example.com", "/retry/503/120", "application/json");
+    assert_eq!(status, 503);
+    assert_eq!(json(&body)["what_you_should_do"], format!("**{guidance}**"));
+    let (status, _, body) = get(&edge, "example.com", "/retry/503/120", "text/markdown");
+    assert_eq!(status, 503);
+    let (meta, prose) = frontmatter(&body);
+    assert_eq!(meta["source"].as_str(), Some("origin"));
+    let blocks = blocks(&prose);
+    let at = blocks
+        .iter()
+        .position(|(kind, text)| kind == "h2" && text == "What You Should Do")
+        .unwrap_or_else(|| panic!("{prose}"));
+    assert_eq!(blocks[at + 1], ("p".to_owned(), guidance.to_owned()));
+    // A browser too: the rule matches the origin's error, so the edge's page speaks for it.
+    let (status, headers, body) = get(&edge, "example.com", "/retry/503/120", "text/html");
+    assert_eq!(status, 503);
+    assert_eq!(headers["retry-after"], "120");
+    assert_eq!(
+        html_text(&body, "section[aria-labelledby=todo] p"),
+        guidance
+    );
+}
+
+/// `signpost trace --json` with the test's policy.
+fn trace(edge: &Edge, args: &[&str]) -> Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signpost"))
+        .args(["trace", "--json", "--config"])
+        .arg(&edge.config)
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    json(&stdout)
+}
+
+#[test]
+fn trace_shows_the_answer_the_error_rule_makes() {
+    let (_origin, edge) = start();
+    // An error rule with an asset: the rule, the status, the page.
+    let t = trace(
+        &edge,
+        &[
+            "--url",
+            "http://example.com/admin",
+            "-H",
+            "Accept: text/html",
+        ],
+    );
+    assert_eq!(t["rule_id"], "no-admin");
+    assert_eq!(t["error_rule"]["id"], "global-1020");
+    assert_eq!(t["error_rule"]["status"], 403);
+    assert_eq!(t["error_rule"]["format"], "html");
+    assert_eq!(t["error_rule"]["content"], "html");
+    let body = t["response"]["body"].as_str().unwrap();
+    assert_eq!(h1(body), "Blocked by the shop");
+    // A rule's own response with plain text, its status.
+    let t = trace(
+        &edge,
+        &[
+            "--url",
+            "http://example.com/private",
+            "-H",
+            "Accept: text/plain",
+        ],
+    );
+    assert_eq!(t["status_code"], 404);
+    assert_eq!(t["error_rule"]["id"], "private");
+    assert_eq!(t["error_rule"]["content"], "text");
+    assert_eq!(t["response"]["body"], "Nothing here.\n");
+    let headers = t["response"]["headers"].as_array().unwrap();
+    assert!(headers.contains(&serde_json::json!([
+        "content-type",
+        "text/plain; charset=utf-8"
+    ])));
+    // The zone's rule on a 52x the trace does not reach: none. A 1009 with its country.
+    let t = trace(
+        &edge,
+        &[
+            "--url",
+            "http://example.com/",
+            "--ip",
+            "89.160.20.112",
+            "-H",
+            "Accept: application/json",
+        ],
+    );
+    assert_eq!(t["error_rule"]["id"], "geo-1009");
+    assert_eq!(t["error_rule"]["content"], "contract");
+    let p = json(t["response"]["body"].as_str().unwrap());
+    assert_eq!(p["title"], "Error 1009: Not served in SE");
+    // A refusal no rule speaks for: no error rule, the default.
+    let t = trace(
+        &edge,
+        &[
+            "--url",
+            "http://example.com/cdn-cgi/error/1010",
+            "-H",
+            "Accept: application/json",
+        ],
+    );
+    assert!(t["error_rule"].is_null(), "{t:#}");
+    // The text trace names it too.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signpost"))
+        .args(["trace", "--config"])
+        .arg(&edge.config)
+        .args([
+            "--url",
+            "http://example.com/private",
+            "-H",
+            "Accept: text/plain",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains("error rule: \"private\" (status 404, text answered with the rule's text)"),
+        "{text}"
+    );
+    // The admin listener's live trace: the same.
+    let response = reqwest::blocking::Client::new()
+        .post(format!("http://{}/trace", edge.admin))
+        .body(
+            serde_json::json!({
+                "url": "http://example.com/admin",
+                "headers": ["Accept: application/json"],
+            })
+            .to_string(),
+        )
+        .send()
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    let t = json(&response.text().unwrap());
+    assert_eq!(t["error_rule"]["id"], "global-1020");
+    assert_eq!(t["error_rule"]["content"], "json");
+    let p = json(t["response"]["body"].as_str().unwrap());
+    assert_eq!(p["title"], "Error 1020: Blocked by the shop's rules");
 }

@@ -249,6 +249,7 @@ pub fn client(edge: &Edge) -> reqwest::blocking::Client {
     reqwest::blocking::Client::builder()
         .resolve("example.com", edge.addr)
         .resolve("www.example.com", edge.addr)
+        .resolve("docs.example.com", edge.addr)
         .resolve("unknown.test", edge.addr)
         .timeout(Duration::from_secs(30))
         .redirect(reqwest::redirect::Policy::none())
