@@ -17,6 +17,7 @@ mod inflight;
 // Verified bots: published IP lists and reverse DNS; the policy wires them into the pipeline.
 #[cfg_attr(not(test), allow(dead_code))]
 mod iplists;
+mod keydir;
 mod limits;
 mod log;
 mod malformed;
@@ -24,6 +25,7 @@ mod markdown;
 mod metrics;
 mod origin;
 mod origin_errors;
+mod outside;
 mod pipeline;
 mod ray;
 #[cfg_attr(not(test), allow(dead_code))]

@@ -121,6 +121,7 @@ pub struct Metrics {
     fleet_calls: Family<OutcomeLabel, Counter>,
     fleet_fallbacks: Family<FallbackLabels, Counter>,
     fleet_latency: Histogram,
+    key_directory_fetches: Family<OutcomeLabel, Counter>,
     /// The zone label of requests no zone served.
     no_zone: Arc<str>,
     /// Origin HTML converted to Markdown.
@@ -213,6 +214,14 @@ impl Metrics {
              action taken",
             fleet_fallbacks.clone(),
         );
+        let key_directory_fetches = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "key_directory_fetches",
+            "Web Bot Auth key directory fetches by outcome: ok, or why it failed (status, \
+             redirect, too_large, timeout, content_type, not_jwks, too_many_keys, \
+             private_address, dns, network, not_https)",
+            key_directory_fetches.clone(),
+        );
         // 50 µs to ~100 ms: loopback to a distant Redis; the timeout is usually a few ms.
         let fleet_latency = Histogram::new(exponential_buckets(0.000_05, 2.0, 12));
         registry.register(
@@ -246,6 +255,7 @@ impl Metrics {
             fleet_calls,
             fleet_fallbacks,
             fleet_latency,
+            key_directory_fetches,
             requests,
             upstream_latency,
             reloads,
@@ -387,6 +397,13 @@ impl Metrics {
     #[allow(dead_code)] // until the verified-bot policy is wired into the pipeline
     pub fn ip_list_refreshes(&self) -> OutcomeCounter {
         self.ip_list_refreshes.clone()
+    }
+
+    /// One finished key directory fetch (the `keydir` module's observer).
+    pub fn observe_key_directory_fetch(&self, outcome: &'static str) {
+        self.key_directory_fetches
+            .get_or_create(&OutcomeLabel { outcome })
+            .inc();
     }
 
     /// The Prometheus text exposition of every metric.

@@ -74,7 +74,10 @@ pub fn parse_directory(json: &[u8], max_keys: usize) -> Result<Vec<DirectoryKey>
             continue;
         };
         let keyid = jwk_thumbprint(&key);
-        if entry.get("kid").is_some_and(|kid| kid.as_str() != Some(&keyid)) {
+        if entry
+            .get("kid")
+            .is_some_and(|kid| kid.as_str() != Some(&keyid))
+        {
             continue;
         }
         if keys.len() == max_keys {

@@ -192,7 +192,11 @@ impl Candidate {
     }
 }
 
-pub(crate) fn verify_ed25519(public_key: &[u8; 32], message: &[u8], signature: &[u8]) -> Result<(), Invalid> {
+pub(crate) fn verify_ed25519(
+    public_key: &[u8; 32],
+    message: &[u8],
+    signature: &[u8],
+) -> Result<(), Invalid> {
     ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, public_key)
         .verify(message, signature)
         .map_err(|_| Invalid::BadSignature)

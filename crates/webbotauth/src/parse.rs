@@ -269,7 +269,10 @@ fn agent(item: &Item, legacy: bool) -> Result<Option<Agent>, Invalid> {
     if url.scheme() != "https" {
         return Err(Invalid::AgentNotHttps);
     }
-    if url.host_str().is_none_or(str::is_empty) || !url.username().is_empty() || url.password().is_some() {
+    if url.host_str().is_none_or(str::is_empty)
+        || !url.username().is_empty()
+        || url.password().is_some()
+    {
         return Err(Invalid::Malformed);
     }
     let kind = match item.params.get("type") {
@@ -356,7 +359,8 @@ fn component_value(
             match &component.key {
                 None => out.extend_from_slice(&value),
                 Some(key) => {
-                    let members = Parser::parse_dictionary(&value).map_err(|_| Invalid::Malformed)?;
+                    let members =
+                        Parser::parse_dictionary(&value).map_err(|_| Invalid::Malformed)?;
                     let member = members.get(key).ok_or(Invalid::ComponentMissing)?;
                     let serialized = vec![member.clone()]
                         .serialize_value()

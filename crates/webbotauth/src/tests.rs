@@ -19,7 +19,9 @@ fn headers(fields: &[(&'static str, &str)]) -> HeaderMap {
 
 fn signature_bytes(b64: &str) -> Vec<u8> {
     use base64::Engine as _;
-    base64::engine::general_purpose::STANDARD.decode(b64).unwrap()
+    base64::engine::general_purpose::STANDARD
+        .decode(b64)
+        .unwrap()
 }
 
 /// RFC 9421 B.2.6: the signature base is built byte for byte as the RFC prints it, and the
@@ -46,7 +48,11 @@ fn rfc9421_b26_signature_base_and_signature() {
     let Some(ListEntry::InnerList(list)) = input.get("sig-b26") else {
         panic!("an inner list")
     };
-    let components: Vec<Component> = list.items.iter().map(|i| parse::component(i).unwrap()).collect();
+    let components: Vec<Component> = list
+        .items
+        .iter()
+        .map(|i| parse::component(i).unwrap())
+        .collect();
     let base = parse::signature_base(&req, list, &components).unwrap();
     let expected = concat!(
         "\"date\": Tue, 20 Apr 2021 02:07:55 GMT\n",
@@ -61,7 +67,10 @@ fn rfc9421_b26_signature_base_and_signature() {
     let signature = signature_bytes(
         "wqcAqbmYJ2ji2glfAMaRy4gruYYnx2nEFN2HN6jrnDnQCK1u02Gb04v9EDgwUPiu4A0w6vuQv5lIp5WPpBKRCw==",
     );
-    assert_eq!(verify_ed25519(&RFC9421_TEST_KEY_ED25519, &base, &signature), Ok(()));
+    assert_eq!(
+        verify_ed25519(&RFC9421_TEST_KEY_ED25519, &base, &signature),
+        Ok(())
+    );
     let mut tampered = base.clone();
     tampered[10] ^= 1;
     assert_eq!(
@@ -82,7 +91,10 @@ fn rfc9421_b26_signature_base_and_signature() {
             "sig-b26=:wqcAqbmYJ2ji2glfAMaRy4gruYYnx2nEFN2HN6jrnDnQCK1u02Gb04v9EDgwUPiu4A0w6vuQv5lIp5WPpBKRCw==:",
         ),
     );
-    let req = SignedRequest { headers: &signed, ..req };
+    let req = SignedRequest {
+        headers: &signed,
+        ..req
+    };
     assert!(matches!(
         parse(&req, 1618884473, &Limits::default()),
         Parsed::Invalid(Invalid::WrongTag)
@@ -107,7 +119,10 @@ fn draft_request(headers: &HeaderMap) -> SignedRequest<'_> {
 #[test]
 fn draft_ed25519_vector_dictionary_form() {
     let headers = headers(&[
-        ("signature-agent", r#"agent2="https://signature-agent.test""#),
+        (
+            "signature-agent",
+            r#"agent2="https://signature-agent.test""#,
+        ),
         (
             "signature-input",
             r#"sig2=("@authority" "signature-agent";key="agent2");created=1735689600;keyid="poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U";alg="ed25519";expires=4889289600;nonce="n9p433xm+NJ3ph3upfBIGmsuwHw387YV7Q/F+6BSpGCVjYCqQw6rznNA8PVVLySrAWsv0hQtFioQb6E1YsauiA==";tag="web-bot-auth""#,
@@ -135,10 +150,17 @@ fn draft_ed25519_vector_dictionary_form() {
         })
     );
     assert_eq!(
-        verify_ed25519(&RFC9421_TEST_KEY_ED25519, candidate.signature_base(), candidate.signature()),
+        verify_ed25519(
+            &RFC9421_TEST_KEY_ED25519,
+            candidate.signature_base(),
+            candidate.signature()
+        ),
         Ok(())
     );
-    assert_eq!(candidate.verify(&RFC9421_TEST_KEY_ED25519), Err(Invalid::TestKey));
+    assert_eq!(
+        candidate.verify(&RFC9421_TEST_KEY_ED25519),
+        Err(Invalid::TestKey)
+    );
     // With the default limits its validity is refused outright.
     assert!(matches!(
         parse(&draft_request(&headers), CREATED + 10, &Limits::default()),
@@ -167,13 +189,24 @@ fn draft_ed25519_vector_legacy_string() {
     };
     assert!(candidate.agent().unwrap().legacy);
     assert_eq!(
-        verify_ed25519(&RFC9421_TEST_KEY_ED25519, candidate.signature_base(), candidate.signature()),
+        verify_ed25519(
+            &RFC9421_TEST_KEY_ED25519,
+            candidate.signature_base(),
+            candidate.signature()
+        ),
         Ok(())
     );
-    assert_eq!(candidate.verify(&RFC9421_TEST_KEY_ED25519), Err(Invalid::TestKey));
+    assert_eq!(
+        candidate.verify(&RFC9421_TEST_KEY_ED25519),
+        Err(Invalid::TestKey)
+    );
     // Past its hour (and the skew) it has expired.
     assert!(matches!(
-        parse(&draft_request(&headers), 1735693200 + 61, &Limits::default()),
+        parse(
+            &draft_request(&headers),
+            1735693200 + 61,
+            &Limits::default()
+        ),
         Parsed::Invalid(Invalid::Expired)
     ));
 }
@@ -187,7 +220,10 @@ fn thumbprints() {
         .unwrap()
         .try_into()
         .unwrap();
-    assert_eq!(jwk_thumbprint(&x), "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k");
+    assert_eq!(
+        jwk_thumbprint(&x),
+        "kPrK_qmxVWaYVA9wwBF6Iuo3vVzz7TxHCTwXBygrS4k"
+    );
     assert_eq!(
         jwk_thumbprint(&RFC9421_TEST_KEY_ED25519),
         "poqkLGiymh_W0uP6PZFw-dvez3QJT5SolqXBCW38r0U"
