@@ -26,7 +26,7 @@
 //! the cache (`Pending` for a directory never fetched). Keys per directory: `max_keys`.
 
 // The Web Bot Auth step of the request path uses this; until it is wired, only tests do.
-#![allow(dead_code)]
+#![cfg_attr(not(test), allow(dead_code))]
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -683,5 +683,33 @@ mod tests {
             exposition.contains("signpost_key_directory_fetches_total{outcome=\"redirect\"} 1"),
             "{exposition}"
         );
+    }
+
+    #[tokio::test]
+    async fn keys_from_the_policy_need_no_fetch_and_stay_with_their_agent() {
+        let server = DirectoryServer::start(directory(&[KEY_B])).await;
+        let s = setup(&server, true, |_| {});
+        let agent = server.agent();
+        let keyid = jwk_thumbprint(&KEY_A);
+        s.dirs.set_static(vec![(
+            agent.url.clone(),
+            DirectoryKey {
+                keyid: keyid.clone(),
+                key: KEY_A,
+            },
+        )]);
+        assert_eq!(s.dirs.lookup(&agent, &keyid), KeyLookup::Found(KEY_A));
+        assert_eq!(server.requests(), 0);
+        let other = Agent {
+            url: "https://other.example".into(),
+            ..agent.clone()
+        };
+        assert_eq!(
+            s.dirs.lookup(&other, &keyid),
+            KeyLookup::Pending,
+            "its own directory, not the policy's key"
+        );
+        s.dirs.set_static(Vec::new());
+        assert_eq!(s.dirs.lookup(&agent, &keyid), KeyLookup::Pending);
     }
 }

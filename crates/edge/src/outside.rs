@@ -12,7 +12,7 @@
 //! would make the address check meaningless.
 
 // The Web Bot Auth step of the request path uses this; until it is wired, only tests do.
-#![allow(dead_code)]
+#![cfg_attr(not(test), allow(dead_code))]
 
 use std::error::Error as _;
 use std::fmt;

@@ -74,7 +74,7 @@ pub enum Parsed {
     /// "unverified" (key unknown).
     Invalid(Invalid),
     /// A `web-bot-auth` signature whose every cheap check passed; the key is the caller's to find.
-    Candidate(Candidate),
+    Candidate(Box<Candidate>),
 }
 
 /// Where an agent's keys are published, from its `Signature-Agent` member.

@@ -16,7 +16,7 @@ pub fn parse(req: &SignedRequest, now_unix: u64, limits: &Limits) -> Parsed {
         return Parsed::Absent;
     }
     match parse_present(req, now_unix, limits) {
-        Ok(candidate) => Parsed::Candidate(candidate),
+        Ok(candidate) => Parsed::Candidate(Box::new(candidate)),
         Err(invalid) => Parsed::Invalid(invalid),
     }
 }
