@@ -26,7 +26,6 @@
 //! the cache (`Pending` for a directory never fetched). Keys per directory: `max_keys`.
 
 // The Web Bot Auth step of the request path uses this; until it is wired, only tests do.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -192,7 +191,9 @@ impl KeyDirectories {
     }
 
     fn spawn_fetch(self: &Arc<Self>, url: String) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        // The process's runtime for outside work, not the request's: a fetch outlives the
+        // request that started it, and never takes a request thread's time.
+        let Some(runtime) = crate::rdns::runtime() else {
             self.finish(&url, Err("no_runtime"));
             return;
         };

@@ -14,8 +14,6 @@ mod fleet;
 mod h2guard;
 mod identify;
 mod inflight;
-// Verified bots: published IP lists and reverse DNS; the policy wires them into the pipeline.
-#[cfg_attr(not(test), allow(dead_code))]
 mod iplists;
 mod keydir;
 mod limits;
@@ -28,7 +26,6 @@ mod origin_errors;
 mod outside;
 mod pipeline;
 mod ray;
-#[cfg_attr(not(test), allow(dead_code))]
 mod rdns;
 mod reload;
 mod rescue;

@@ -122,7 +122,6 @@ pub struct Metrics {
     fleet_fallbacks: Family<FallbackLabels, Counter>,
     fleet_latency: Histogram,
     // Counted once the Web Bot Auth step of the request path builds the key directories.
-    #[cfg_attr(not(test), allow(dead_code))]
     key_directory_fetches: Family<OutcomeLabel, Counter>,
     /// The zone label of requests no zone served.
     no_zone: Arc<str>,
@@ -390,23 +389,26 @@ impl Metrics {
     }
 
     /// The counter the reverse DNS checks of verified bots keep (`crate::rdns`).
-    #[allow(dead_code)] // until the verified-bot policy is wired into the pipeline
     pub fn reverse_dns_lookups(&self) -> OutcomeCounter {
         self.reverse_dns_lookups.clone()
     }
 
     /// The counter the refreshes of published IP lists keep (`crate::iplists`).
-    #[allow(dead_code)] // until the verified-bot policy is wired into the pipeline
     pub fn ip_list_refreshes(&self) -> OutcomeCounter {
         self.ip_list_refreshes.clone()
     }
 
     /// One finished key directory fetch (the `keydir` module's observer).
-    #[cfg_attr(not(test), allow(dead_code))]
+    #[cfg(test)]
     pub fn observe_key_directory_fetch(&self, outcome: &'static str) {
         self.key_directory_fetches
             .get_or_create(&OutcomeLabel { outcome })
             .inc();
+    }
+
+    /// The counter key directory fetches keep (`crate::keydir`).
+    pub fn key_directory_fetches(&self) -> OutcomeCounter {
+        OutcomeCounter(self.key_directory_fetches.clone())
     }
 
     /// The Prometheus text exposition of every metric.

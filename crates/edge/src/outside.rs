@@ -12,7 +12,6 @@
 //! would make the address check meaningless.
 
 // The Web Bot Auth step of the request path uses this; until it is wired, only tests do.
-#![cfg_attr(not(test), allow(dead_code))]
 
 use std::error::Error as _;
 use std::fmt;
@@ -325,5 +324,20 @@ pub(crate) mod tests {
         ] {
             assert!(is_public(allowed.parse().unwrap()), "{allowed}");
         }
+    }
+}
+
+/// Published address lists are fetched with the same bounds as everything else from outside;
+/// only a 200 carries a list.
+#[async_trait::async_trait]
+impl crate::iplists::Fetch for Outside {
+    async fn get(&self, url: &Url) -> Result<Bytes, String> {
+        let fetched = Outside::get(self, url)
+            .await
+            .map_err(|e| e.name().to_owned())?;
+        if fetched.status != http::StatusCode::OK {
+            return Err(format!("status {}", fetched.status.as_u16()));
+        }
+        Ok(fetched.body)
     }
 }

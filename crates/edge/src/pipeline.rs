@@ -435,7 +435,14 @@ impl Edge {
         // The request's arrival is the rate limiters' "now": one clock read serves both. The fleet
         // step is the policy's (which rules, in which order, the first refusal deciding); the
         // edge only asks Redis.
-        let mut decision = loaded.policy.decide(&facts, ctx.started);
+        let mut decision = match &loaded.identifier {
+            Some(identifier) => {
+                let req = session.req_header();
+                let evidence = identifier.evidence(req, &host, ctx.facts.tls);
+                loaded.policy.decide_with(&facts, &evidence, ctx.started)
+            }
+            None => loaded.policy.decide(&facts, ctx.started),
+        };
         if !decision.fleet.is_empty() {
             Box::pin(loaded.count_in_fleet(&mut decision, &self.metrics)).await;
         }

@@ -376,31 +376,6 @@ fn canonical(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// Whether a confirmed host name is within one of the suffixes, on a label boundary:
-/// `crawl-66-249-66-1.googlebot.com` is within `googlebot.com` (and `.googlebot.com`), and so
-/// is `googlebot.com` itself; `evilgooglebot.com` is not. Case and a final dot are ignored; an
-/// empty suffix matches nothing. Generic over the text type so that the policy's suffixes
-/// (`Box<str>`) are read where they are, without a copy per request.
-pub fn host_in_suffixes<S: AsRef<str>>(host: &str, suffixes: &[S]) -> bool {
-    let host = host.strip_suffix('.').unwrap_or(host);
-    suffixes.iter().any(|suffix| {
-        let suffix = suffix.as_ref().trim().trim_start_matches('.');
-        let suffix = suffix.strip_suffix('.').unwrap_or(suffix);
-        let Some(cut) = host.len().checked_sub(suffix.len()) else {
-            return false;
-        };
-        // `get` and not slicing: a host that is not ASCII may have no character boundary there.
-        match (host.get(..cut), host.get(cut..)) {
-            (Some(head), Some(tail)) => {
-                !suffix.is_empty()
-                    && tail.eq_ignore_ascii_case(suffix)
-                    && (head.is_empty() || head.ends_with('.'))
-            }
-            _ => false,
-        }
-    })
-}
-
 #[cfg(test)]
 #[path = "../../../tests/e2e/dns.rs"]
 mod dns;
@@ -409,6 +384,7 @@ mod dns;
 mod tests {
     use super::dns::{DnsRecord, Dnsmasq, silent_dns_server, start_dnsmasq};
     use super::*;
+    use signpost_policy::host_in_suffixes;
 
     fn config(server: SocketAddr) -> ReverseDnsConfig {
         ReverseDnsConfig {

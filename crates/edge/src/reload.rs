@@ -25,6 +25,9 @@ pub struct Loaded {
     /// The Redis client of fleet rate limits, when the policy has `[redis]`. A reload whose
     /// `[redis]` is unchanged keeps the client and its connection.
     fleet: Option<Arc<Fleet>>,
+    /// How requests are identified, when the policy asks who is asking. A reload whose
+    /// `[bots]` is unchanged keeps it, its caches and its background fetches.
+    pub identifier: Option<Arc<crate::identify::Identifier>>,
 }
 
 impl Loaded {
@@ -53,10 +56,30 @@ impl Loaded {
                     .ok(),
             }
         });
+        let identifier = policy.bots().and_then(|config| {
+            let kept = previous
+                .and_then(|p| p.identifier.as_ref())
+                .filter(|i| i.config() == config);
+            let identifier = match kept {
+                Some(i) => Some(Arc::clone(i)),
+                None => crate::identify::Identifier::start(config, metrics)
+                    .map_err(|e| {
+                        tracing::error!(
+                            "cannot identify requests, every signature reads unverified: {e}"
+                        );
+                    })
+                    .ok(),
+            };
+            if let (Some(identifier), Some(catalog)) = (&identifier, policy.bot_catalog()) {
+                identifier.watch(catalog);
+            }
+            identifier
+        });
         Ok(Loaded {
             policy,
             zone_metrics,
             fleet,
+            identifier,
         })
     }
 

@@ -296,14 +296,27 @@ fn check_claim(
     }
 }
 
-/// Whether `host` is one of `suffixes` or below one, at a label boundary
-/// (`crawl-1.googlebot.com` is under `googlebot.com`; `evilgooglebot.com` is not).
-pub fn host_in_suffixes(host: &str, suffixes: &[Box<str>]) -> bool {
-    let host = host.trim_end_matches('.');
-    suffixes.iter().any(|s| {
-        let s: &str = s;
-        host.len() >= s.len()
-            && host.as_bytes()[host.len() - s.len()..].eq_ignore_ascii_case(s.as_bytes())
-            && (host.len() == s.len() || host.as_bytes()[host.len() - s.len() - 1] == b'.')
+/// Whether a confirmed host name is within one of the suffixes, on a label boundary:
+/// `crawl-66-249-66-1.googlebot.com` is within `googlebot.com` (and `.googlebot.com`), and so
+/// is `googlebot.com` itself; `evilgooglebot.com` is not. Case and a final dot are ignored; an
+/// empty suffix matches nothing. Generic over the text type so that the policy's suffixes
+/// (`Box<str>`) are read where they are, without a copy per request.
+pub fn host_in_suffixes<S: AsRef<str>>(host: &str, suffixes: &[S]) -> bool {
+    let host = host.strip_suffix('.').unwrap_or(host);
+    suffixes.iter().any(|suffix| {
+        let suffix = suffix.as_ref().trim().trim_start_matches('.');
+        let suffix = suffix.strip_suffix('.').unwrap_or(suffix);
+        let Some(cut) = host.len().checked_sub(suffix.len()) else {
+            return false;
+        };
+        // `get` and not slicing: a host that is not ASCII may have no character boundary there.
+        match (host.get(..cut), host.get(cut..)) {
+            (Some(head), Some(tail)) => {
+                !suffix.is_empty()
+                    && tail.eq_ignore_ascii_case(suffix)
+                    && (head.is_empty() || head.ends_with('.'))
+            }
+            _ => false,
+        }
     })
 }
