@@ -20,6 +20,7 @@ use serde::Deserialize;
 use serde_spanned::Spanned;
 use signpost_problem::Code;
 
+use crate::bots::Behaviors;
 use crate::error::{Diagnostics, ProblemKind};
 
 // === Prices ===
@@ -92,18 +93,6 @@ impl fmt::Display for Price {
 }
 
 // === The policy ===
-
-/// A crawler's purposes, as Cloudflare classes verified bots since 2026-07: Search, Agent,
-/// Training. A bot may have several (Googlebot: search and training).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct Behaviors {
-    /// Builds a search index.
-    pub search: bool,
-    /// Fetches pages for a person, at the time of their question.
-    pub agent: bool,
-    /// Collects content to train models.
-    pub training: bool,
-}
 
 /// What the edge does with a crawler. Ordered from the least to the most restrictive, so that a
 /// bot with several behaviors gets the `max` of their actions.
@@ -201,12 +190,12 @@ impl CrawlConfig {
             return *action;
         }
         let mut action = CrawlAction::Allow;
-        for (has, behavior_action) in [
-            (behaviors.search, self.search),
-            (behaviors.agent, self.agent),
-            (behaviors.training, self.training),
+        for (behavior, behavior_action) in [
+            (Behaviors::SEARCH, self.search),
+            (Behaviors::AGENT, self.agent),
+            (Behaviors::TRAINING, self.training),
         ] {
-            if has {
+            if behaviors.contains(behavior) {
                 action = action.max(behavior_action);
             }
         }
@@ -253,8 +242,9 @@ impl PathGlob {
 /// Whether `pattern` (with `*` for any run) matches `text` from its start; with `to_end`, the
 /// match must also cover the end of `text`. The pieces between stars are matched greedily, left
 /// to right at their first occurrence: any match can be moved to that one, so this finds a match
-/// iff one exists, in time linear in `text` per piece.
-pub(crate) fn glob_matches(pattern: &str, text: &str, to_end: bool) -> bool {
+/// iff one exists, in time linear in `text` per piece. robots.txt rules match this way too
+/// (RFC 9309 §2.2.3: `*` for any run, `$` at the end for the end of the path).
+pub fn glob_matches(pattern: &str, text: &str, to_end: bool) -> bool {
     let mut pieces = pattern.split('*');
     let first = pieces.next().unwrap_or("");
     let Some(mut rest) = text.strip_prefix(first) else {
@@ -564,9 +554,9 @@ impl Refusal {
     }
 }
 
-/// What Web Bot Auth made of the request, as the caller's verifier says.
+/// What Web Bot Auth made of the request's payment intent.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Signature {
+pub enum PaymentAuth {
     /// No `Signature` / `Signature-Input`.
     Absent,
     /// A signature that is malformed or does not verify.
@@ -577,6 +567,32 @@ pub enum Signature {
         /// Whether `crawler-exact-price` or `crawler-max-price` (the one sent) is covered.
         covers_price_header: bool,
     },
+}
+
+impl PaymentAuth {
+    /// From the identify phase's [`Signature`](crate::Signature): verified, and covering every
+    /// price header the request sent ([`crate::COVERED_HEADERS`]: bit 0 `crawler-exact-price`,
+    /// bit 1 `crawler-max-price`). A signature that could not be checked (its directory unknown
+    /// or unreachable) is no strong authentication either: `Absent`.
+    pub fn of(signature: &crate::Signature, headers: PaymentHeaders<'_>) -> PaymentAuth {
+        use crate::SignatureOutcome;
+        match signature.outcome {
+            SignatureOutcome::Verified => {
+                let mut wanted = 0u8;
+                if headers.exact.is_some() {
+                    wanted |= 1;
+                }
+                if headers.max.is_some() {
+                    wanted |= 2;
+                }
+                PaymentAuth::Verified {
+                    covers_price_header: signature.covered_headers & wanted == wanted,
+                }
+            }
+            SignatureOutcome::Invalid => PaymentAuth::Invalid,
+            SignatureOutcome::Absent | SignatureOutcome::Unverified => PaymentAuth::Absent,
+        }
+    }
 }
 
 /// The request's payment headers, raw. A header sent twice should be given as its values
@@ -635,7 +651,7 @@ pub enum RequestOutcome {
 pub fn charge_request(
     zone_price: Price,
     headers: PaymentHeaders<'_>,
-    signature: Signature,
+    signature: PaymentAuth,
     free_path: bool,
 ) -> RequestOutcome {
     if free_path {
@@ -655,14 +671,14 @@ pub fn charge_request(
         (None, Some(v)) => (v, false),
     };
     match signature {
-        Signature::Absent
-        | Signature::Verified {
+        PaymentAuth::Absent
+        | PaymentAuth::Verified {
             covers_price_header: false,
         } => return RequestOutcome::Refuse(Refusal::new(CrawlerError::StrongAuthRequired)),
-        Signature::Invalid => {
+        PaymentAuth::Invalid => {
             return RequestOutcome::Refuse(Refusal::new(CrawlerError::InvalidSignature));
         }
-        Signature::Verified {
+        PaymentAuth::Verified {
             covers_price_header: true,
         } => {}
     }
@@ -809,20 +825,9 @@ mod tests {
         )
         .unwrap()
         .unwrap();
-        let search = Behaviors {
-            search: true,
-            ..Behaviors::default()
-        };
-        let search_training = Behaviors {
-            search: true,
-            training: true,
-            agent: false,
-        };
-        let agent_training = Behaviors {
-            agent: true,
-            training: true,
-            search: false,
-        };
+        let search = Behaviors::SEARCH;
+        let search_training = Behaviors::SEARCH | Behaviors::TRAINING;
+        let agent_training = Behaviors::AGENT | Behaviors::TRAINING;
         assert_eq!(config.action_for("Bingbot", search), CrawlAction::Allow);
         assert_eq!(
             config.action_for("Applebot", search_training),
@@ -915,11 +920,11 @@ mod tests {
         assert!(is_always_free("/robots.txt") && !is_always_free("/index.html"));
     }
 
-    const SIGNED: Signature = Signature::Verified {
+    const SIGNED: PaymentAuth = PaymentAuth::Verified {
         covers_price_header: true,
     };
 
-    fn request(exact: Option<&str>, max: Option<&str>, signature: Signature) -> RequestOutcome {
+    fn request(exact: Option<&str>, max: Option<&str>, signature: PaymentAuth) -> RequestOutcome {
         let headers = PaymentHeaders {
             exact: exact.map(str::as_bytes),
             max: max.map(str::as_bytes),
@@ -942,7 +947,7 @@ mod tests {
     fn request_half_every_error() {
         // The first request: 402 with the price.
         assert_eq!(
-            refused(request(None, None, Signature::Absent)),
+            refused(request(None, None, PaymentAuth::Absent)),
             (402, "MissingCrawlerPrice", Some("USD 0.01".into()))
         );
         assert_eq!(
@@ -950,21 +955,21 @@ mod tests {
             (400, "ConflictingPriceHeaders", None)
         );
         assert_eq!(
-            refused(request(Some("USD 0.01"), None, Signature::Absent)),
+            refused(request(Some("USD 0.01"), None, PaymentAuth::Absent)),
             (400, "StrongAuthRequired", None)
         );
         assert_eq!(
             refused(request(
                 None,
                 Some("USD 0.01"),
-                Signature::Verified {
+                PaymentAuth::Verified {
                     covers_price_header: false
                 }
             )),
             (400, "StrongAuthRequired", None)
         );
         assert_eq!(
-            refused(request(Some("USD 0.01"), None, Signature::Invalid)),
+            refused(request(Some("USD 0.01"), None, PaymentAuth::Invalid)),
             (400, "InvalidSignature", None)
         );
         assert_eq!(
@@ -989,7 +994,7 @@ mod tests {
             max: Some(b"junk"),
         };
         assert_eq!(
-            charge_request(usd(1), any, Signature::Invalid, true),
+            charge_request(usd(1), any, PaymentAuth::Invalid, true),
             RequestOutcome::Free
         );
     }
@@ -1054,6 +1059,43 @@ mod tests {
             settle(Intent::Max(usd(100)), zone, 200, Some(b"USD 0.00")),
             Settlement::NoCharge
         );
+    }
+
+    #[test]
+    fn payment_auth_from_the_identify_phase() {
+        use crate::{Signature as Sig, SignatureOutcome};
+        let exact = PaymentHeaders {
+            exact: Some(b"USD 0.01"),
+            max: None,
+        };
+        let max = PaymentHeaders {
+            exact: None,
+            max: Some(b"USD 1"),
+        };
+        let verified = |covered_headers| Sig {
+            outcome: SignatureOutcome::Verified,
+            covered_headers,
+            ..Sig::default()
+        };
+        assert_eq!(PaymentAuth::of(&verified(1), exact), SIGNED);
+        assert_eq!(PaymentAuth::of(&verified(2), max), SIGNED);
+        let uncovered = PaymentAuth::Verified {
+            covers_price_header: false,
+        };
+        assert_eq!(PaymentAuth::of(&verified(2), exact), uncovered);
+        assert_eq!(PaymentAuth::of(&verified(0), max), uncovered);
+        for (outcome, auth) in [
+            (SignatureOutcome::Absent, PaymentAuth::Absent),
+            (SignatureOutcome::Unverified, PaymentAuth::Absent),
+            (SignatureOutcome::Invalid, PaymentAuth::Invalid),
+        ] {
+            let sig = Sig {
+                outcome,
+                covered_headers: 3,
+                ..Sig::default()
+            };
+            assert_eq!(PaymentAuth::of(&sig, exact), auth, "{outcome:?}");
+        }
     }
 
     #[test]
@@ -1134,7 +1176,7 @@ mod tests {
             signed in any::<bool>(),
         ) {
             let headers = PaymentHeaders { exact: exact.as_deref().map(str::as_bytes), max: max.as_deref().map(str::as_bytes) };
-            let signature = if signed { SIGNED } else { Signature::Absent };
+            let signature = if signed { SIGNED } else { PaymentAuth::Absent };
             match charge_request(usd(zone_cents), headers, signature, false) {
                 RequestOutcome::Forward(intent) => {
                     prop_assert!(signed);

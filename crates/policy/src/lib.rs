@@ -85,9 +85,9 @@ pub use bots::settings::{
 pub use bots::{Behaviors, Bot, BotCatalog, CATEGORIES, MAX_BOTS, normalize_agent};
 pub use compiled::CompiledPolicy;
 pub use crawl::{
-    ALWAYS_FREE_PATHS, BLOCK_CODE, Behaviors, CURRENCY, CrawlAction, CrawlConfig, CrawlerError,
-    Intent, MAX_PRICE_CENTS, PAYMENT_REQUIRED_CODE, PathGlob, PaymentHeaders, Price, Refusal,
-    RequestOutcome, Settlement, Signature, block_answer, charge_request, is_always_free, settle,
+    ALWAYS_FREE_PATHS, BLOCK_CODE, CURRENCY, CrawlAction, CrawlConfig, CrawlerError, Intent,
+    MAX_PRICE_CENTS, PAYMENT_REQUIRED_CODE, PathGlob, PaymentAuth, PaymentHeaders, Price, Refusal,
+    RequestOutcome, Settlement, block_answer, charge_request, glob_matches, is_always_free, settle,
 };
 pub use decision::{Decision, FleetCount, RequestFacts};
 pub use error::{Location, PolicyError, Problem, ProblemKind};

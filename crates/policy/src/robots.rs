@@ -7,7 +7,8 @@
 use serde::Deserialize;
 use serde_spanned::Spanned;
 
-use crate::crawl::{Behaviors, CrawlAction, CrawlConfig};
+use crate::bots::{Behaviors, Bot};
+use crate::crawl::{CrawlAction, CrawlConfig};
 use crate::error::{Diagnostics, ProblemKind};
 
 /// What the edge does with `/robots.txt` for a zone.
@@ -95,8 +96,8 @@ pub(crate) fn compile(d: &mut Diagnostics<'_>, file: Option<&RobotsFile>) -> Rob
 }
 
 /// A known crawler as the managed block needs it: its catalog name (what the crawl policy's
-/// overrides name), the product token it obeys in robots.txt, and its behaviors. The bot
-/// catalog gives these; the policy crate does not know it.
+/// overrides name), the product token it obeys in robots.txt, and its behaviors: a view of a
+/// catalog [`Bot`] (`KnownCrawler::from(&*bot)`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KnownCrawler<'a> {
     /// The catalog name, e.g. `GPTBot`.
@@ -105,6 +106,16 @@ pub struct KnownCrawler<'a> {
     pub robots_token: &'a str,
     /// Search, agent, training.
     pub behaviors: Behaviors,
+}
+
+impl<'a> From<&'a Bot> for KnownCrawler<'a> {
+    fn from(bot: &'a Bot) -> Self {
+        KnownCrawler {
+            name: &bot.name,
+            robots_token: &bot.robots_token,
+            behaviors: bot.behaviors,
+        }
+    }
 }
 
 /// The preamble: what the three signals mean, in this project's words.
@@ -202,44 +213,30 @@ mod tests {
             .map_err(|e| e.to_string())
     }
 
-    const CRAWLERS: [KnownCrawler<'static>; 4] = [
-        KnownCrawler {
-            name: "GPTBot",
-            robots_token: "GPTBot",
-            behaviors: Behaviors {
-                search: false,
-                agent: false,
-                training: true,
+    fn crawlers() -> [KnownCrawler<'static>; 4] {
+        [
+            KnownCrawler {
+                name: "GPTBot",
+                robots_token: "GPTBot",
+                behaviors: Behaviors::TRAINING,
             },
-        },
-        KnownCrawler {
-            name: "Googlebot",
-            robots_token: "Googlebot",
-            behaviors: Behaviors {
-                search: true,
-                agent: false,
-                training: true,
+            KnownCrawler {
+                name: "Googlebot",
+                robots_token: "Googlebot",
+                behaviors: Behaviors::SEARCH | Behaviors::TRAINING,
             },
-        },
-        KnownCrawler {
-            name: "ChatGPT-User",
-            robots_token: "ChatGPT-User",
-            behaviors: Behaviors {
-                search: false,
-                agent: true,
-                training: false,
+            KnownCrawler {
+                name: "ChatGPT-User",
+                robots_token: "ChatGPT-User",
+                behaviors: Behaviors::AGENT,
             },
-        },
-        KnownCrawler {
-            name: "Bingbot",
-            robots_token: "bingbot",
-            behaviors: Behaviors {
-                search: true,
-                agent: false,
-                training: false,
+            KnownCrawler {
+                name: "Bingbot",
+                robots_token: "bingbot",
+                behaviors: Behaviors::SEARCH,
             },
-        },
-    ];
+        ]
+    }
 
     #[test]
     fn managed_block_signals_and_disallows() {
@@ -248,7 +245,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(robots.mode, RobotsMode::Prepend);
-        let block = managed_block(&robots, crawl.as_ref(), &CRAWLERS);
+        let block = managed_block(&robots, crawl.as_ref(), &crawlers());
         assert!(block.starts_with("# Content signals\n"), "{block}");
         assert!(
             block
@@ -268,18 +265,21 @@ mod tests {
         let (robots, crawl) =
             zone("[zone.robots]\nmode = \"replace\"\n[zone.crawl]\ntraining = \"block\"\nagent = \"charge\"\n").unwrap();
         assert_eq!(content_signal(&robots), None);
-        let block = managed_block(&robots, crawl.as_ref(), &CRAWLERS);
+        let block = managed_block(&robots, crawl.as_ref(), &crawlers());
         assert_eq!(
             block,
             "\nUser-agent: Googlebot\nDisallow: /\n\nUser-agent: GPTBot\nDisallow: /\n\n"
         );
         // Nothing to say: an empty block.
-        assert_eq!(managed_block(&RobotsConfig::default(), None, &CRAWLERS), "");
+        assert_eq!(
+            managed_block(&RobotsConfig::default(), None, &crawlers()),
+            ""
+        );
         // A token that would break the file is left out.
         let odd = [KnownCrawler {
             name: "X",
             robots_token: "X\nDisallow: /",
-            behaviors: CRAWLERS[0].behaviors,
+            behaviors: Behaviors::TRAINING,
         }];
         assert_eq!(managed_block(&robots, crawl.as_ref(), &odd), "");
     }
