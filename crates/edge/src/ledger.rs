@@ -700,6 +700,7 @@ mod tests {
     #[test]
     fn acknowledged_records_survive_sigkill() {
         let dir = temp_dir("crash");
+        let started = Instant::now();
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
@@ -732,6 +733,7 @@ mod tests {
                 acked.push(seq);
             }
         }
+        let elapsed = started.elapsed();
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         reader.join().unwrap();
