@@ -231,6 +231,22 @@ impl RobotsStore {
         files.retain(|zone, _| zones.contains(zone));
     }
 
+    /// [`is_disallowed`](Self::is_disallowed), counted in
+    /// `signpost_robots_violations_total{crawler}` when it is (`crawler_label`: the catalog name,
+    /// `None` for other). The caller logs the returned rule on the access line.
+    pub fn check(
+        &self,
+        metrics: &crate::metrics::Metrics,
+        zone: &str,
+        crawler_label: Option<&'static str>,
+        token: &str,
+        path: &str,
+    ) -> Option<Violation> {
+        let violation = self.is_disallowed(zone, token, path)?;
+        metrics.observe_robots_violation(crawler_label);
+        Some(violation)
+    }
+
     /// Whether the zone's robots.txt disallows `path` for the crawler with robots `token`, and
     /// by which rule. `None` when it allows it, or no file of the zone has been read yet.
     pub fn is_disallowed(&self, zone: &str, token: &str, path: &str) -> Option<Violation> {
@@ -464,6 +480,31 @@ Disallow:
             Some(4)
         );
         assert_eq!(store.is_disallowed("other", "GPTBot", "/private/"), None);
+        let metrics = crate::metrics::Metrics::new();
+        assert!(
+            store
+                .check(&metrics, "www", Some("GPTBot"), "GPTBot", "/private/")
+                .is_some()
+        );
+        assert!(
+            store
+                .check(&metrics, "www", Some("GPTBot"), "GPTBot", "/open")
+                .is_none()
+        );
+        assert!(
+            store
+                .check(&metrics, "www", None, "GPTBot", "/private/x")
+                .is_some()
+        );
+        let text = metrics.encode();
+        assert!(
+            text.contains("signpost_robots_violations_total{crawler=\"GPTBot\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("signpost_robots_violations_total{crawler=\"other\"} 1"),
+            "{text}"
+        );
         store.retain_zones(&[Arc::from("other")]);
         assert_eq!(store.is_disallowed("www", "GPTBot", "/private/"), None);
     }
