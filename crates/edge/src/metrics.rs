@@ -28,6 +28,21 @@ struct ZoneLabel {
     zone: Arc<str>,
 }
 
+/// A crawler, by catalog name; `other` for any the catalog does not know, so that the label set
+/// is bounded by the catalog whatever the requests claim.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CrawlerLabel {
+    crawler: &'static str,
+}
+
+impl CrawlerLabel {
+    fn new(catalog_name: Option<&'static str>) -> CrawlerLabel {
+        CrawlerLabel {
+            crawler: catalog_name.unwrap_or("other"),
+        }
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EventLabel {
     event: &'static str,
@@ -123,6 +138,10 @@ pub struct Metrics {
     fleet_latency: Histogram,
     // Counted once the Web Bot Auth step of the request path builds the key directories.
     key_directory_fetches: Family<OutcomeLabel, Counter>,
+    /// Cents charged (pay per crawl) and recorded in the ledger, per crawler.
+    crawler_charged_cents: Family<CrawlerLabel, Counter>,
+    /// Requests of known crawlers to paths the origin's robots.txt disallows for them.
+    robots_violations: Family<CrawlerLabel, Counter>,
     /// The zone label of requests no zone served.
     no_zone: Arc<str>,
     /// Origin HTML converted to Markdown.
@@ -247,7 +266,23 @@ impl Metrics {
              (the last good list is kept on every failure)",
             ip_list_refreshes.0.clone(),
         );
+        let crawler_charged_cents = Family::<CrawlerLabel, Counter>::default();
+        registry.register(
+            "crawler_charged_cents",
+            "US cents charged to crawlers (pay per crawl) and recorded in the ledger, by crawler \
+             (catalog names; other for the rest)",
+            crawler_charged_cents.clone(),
+        );
+        let robots_violations = Family::<CrawlerLabel, Counter>::default();
+        registry.register(
+            "robots_violations",
+            "Requests of known crawlers to paths the zone's robots.txt disallows for them, by \
+             crawler (catalog names; other for the rest)",
+            robots_violations.clone(),
+        );
         Metrics {
+            crawler_charged_cents,
+            robots_violations,
             markdown,
             identity,
             reverse_dns_lookups,
@@ -409,6 +444,20 @@ impl Metrics {
     /// The counter key directory fetches keep (`crate::keydir`).
     pub fn key_directory_fetches(&self) -> OutcomeCounter {
         OutcomeCounter(self.key_directory_fetches.clone())
+    }
+
+    /// A charge recorded in the ledger: `crawler` is the crawler's catalog name (`None`: other).
+    pub fn observe_crawler_charged(&self, crawler: Option<&'static str>, cents: u64) {
+        self.crawler_charged_cents
+            .get_or_create(&CrawlerLabel::new(crawler))
+            .inc_by(cents);
+    }
+
+    /// A request of a known crawler to a path robots.txt disallows for it.
+    pub fn observe_robots_violation(&self, crawler: Option<&'static str>) {
+        self.robots_violations
+            .get_or_create(&CrawlerLabel::new(crawler))
+            .inc();
     }
 
     /// The Prometheus text exposition of every metric.

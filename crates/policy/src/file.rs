@@ -130,6 +130,8 @@ pub(crate) struct ZoneFile {
     pub origin_errors: Option<OriginErrorsFile>,
     #[serde(default)]
     pub error_rule: Vec<Spanned<ErrorRuleFile>>,
+    pub crawl: Option<crate::crawl::CrawlFile>,
+    pub robots: Option<crate::robots::RobotsFile>,
 }
 
 /// Fields every rule shares.

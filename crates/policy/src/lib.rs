@@ -58,6 +58,7 @@ mod answer_file;
 mod bots;
 mod client;
 mod compiled;
+mod crawl;
 mod decision;
 mod error;
 mod expr;
@@ -72,6 +73,7 @@ mod markdown;
 mod path;
 mod policy;
 mod ratelimit;
+mod robots;
 mod rules;
 mod trace;
 mod verdict;
@@ -82,6 +84,11 @@ pub use bots::settings::{
 };
 pub use bots::{Behaviors, Bot, BotCatalog, CATEGORIES, MAX_BOTS, normalize_agent};
 pub use compiled::CompiledPolicy;
+pub use crawl::{
+    ALWAYS_FREE_PATHS, BLOCK_CODE, CURRENCY, CrawlAction, CrawlConfig, CrawlerError, Intent,
+    MAX_PRICE_CENTS, PAYMENT_REQUIRED_CODE, PathGlob, PaymentAuth, PaymentHeaders, Price, Refusal,
+    RequestOutcome, Settlement, block_answer, charge_request, glob_matches, is_always_free, settle,
+};
 pub use decision::{Decision, FleetCount, RequestFacts};
 pub use error::{Location, PolicyError, Problem, ProblemKind};
 pub use expr::{
@@ -104,6 +111,7 @@ pub use policy::{
     Listener, Origin, TlsFiles, Zone, ZoneId,
 };
 pub use ratelimit::DEFAULT_MAX_KEYS;
+pub use robots::{KnownCrawler, RobotsConfig, RobotsMode, content_signal, managed_block};
 pub use signpost_problem::Code;
 pub use trace::{PHASES, StepKind, Trace, TraceStep};
 pub use verdict::Verdict;

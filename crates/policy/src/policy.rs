@@ -195,6 +195,10 @@ pub struct Zone {
     /// `[zone.origin_errors] structured`: an origin's 4xx or 5xx whose body is not structured
     /// is answered as a problem to a client that asked for JSON or Markdown (default false).
     pub origin_errors_structured: bool,
+    /// `[zone.crawl]`: crawl control; `None` when the zone has none (every crawler allowed).
+    pub crawl: Option<crate::crawl::CrawlConfig>,
+    /// `[zone.robots]`: the managed robots.txt.
+    pub robots: crate::robots::RobotsConfig,
     pub(crate) patterns: Vec<(HostPattern, std::ops::Range<usize>)>,
 }
 
@@ -498,6 +502,8 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
             .as_ref()
             .map_or(DEFAULT_MAX_BODY_SIZE, |v| size(d, v, DEFAULT_MAX_BODY_SIZE));
         let markdown = crate::markdown::compile(d, z.markdown.as_ref());
+        let crawl = crate::crawl::compile(d, z.crawl.as_ref());
+        let robots = crate::robots::compile(d, z.robots.as_ref());
         if let Some(origin) = origin {
             zones.push(Zone {
                 name: name.into(),
@@ -514,6 +520,8 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
                     .as_ref()
                     .and_then(|o| o.structured)
                     .unwrap_or(false),
+                crawl,
+                robots,
                 patterns,
             });
         }

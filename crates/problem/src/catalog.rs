@@ -474,7 +474,7 @@ mod tests {
             assert!(lookup(Code::new(*code)).is_some(), "missing {code}");
         }
         // signpost's own: the error page's 404 and the answers to requests it cannot accept.
-        let own: &[u16] = &[400, 404, 405, 408, 413, 414, 431];
+        let own: &[u16] = &[400, 402, 404, 405, 408, 413, 414, 431];
         for code in own {
             let e = lookup(Code::new(*code)).unwrap_or_else(|| panic!("missing own {code}"));
             assert!(e.signpost_own && e.status == *code, "{code}");
