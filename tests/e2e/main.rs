@@ -19,6 +19,8 @@ mod contract;
 mod error_rules;
 // Who is asking: known bots verified or refused as impostors, the origin's identity header.
 mod identity;
+// Web Bot Auth: a real signer and a real HTTPS key directory.
+mod web_bot_auth;
 // Hostile Host values that must still give valid JSON, YAML and escaped HTML.
 mod hostile;
 // Rate limits hold under a flood of distinct keys.
