@@ -29,6 +29,8 @@ mod flood;
 mod fleet;
 // Origin HTML converted to Markdown: real pages, encodings, charsets, fallbacks, HEAD, a corpus.
 mod markdown;
+// The converted-page cache: hits, revalidation, what is never stored, Vary, the byte bound, purge.
+mod markdown_cache;
 // Origins that refuse, hang, close or babble: 521, 524, 520, 1016.
 mod origin_failures;
 // Running it: live reload under load, metrics, health, graceful shutdown, JSON logs.

@@ -1,6 +1,7 @@
-//! The admin listener: `/metrics`, `/healthz`, `/readyz`, and `POST /trace`. Bound to loopback
-//! unless the policy says otherwise; `/trace` is refused on any other address unless the policy
-//! opts in with `admin_trace = true` (a trace shows the policy's rules and the counters' state).
+//! The admin listener: `/metrics`, `/healthz`, `/readyz`, `POST /trace` and `POST /purge`. Bound
+//! to loopback unless the policy says otherwise; `/trace` is refused on any other address unless
+//! the policy opts in with `admin_trace = true` (a trace shows the policy's rules and the
+//! counters' state).
 
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::Arc;
@@ -106,6 +107,65 @@ impl Admin {
         }
     }
 
+    /// `POST /purge?zone=NAME[&path=/p[&host=h]]`: drops a zone's converted pages, or those of
+    /// one path (any query; every host of the zone, or `host` only). Parameters in the query
+    /// string, so that a purge is one `curl -X POST`; the answer says how many were dropped.
+    fn purge(&self, session: &ServerSession) -> Response<Vec<u8>> {
+        let json = "application/json; charset=utf-8";
+        let reply = |status, value: serde_json::Value| text(status, json, value.to_string() + "\n");
+        let error =
+            |status, message: String| reply(status, serde_json::json!({ "error": message }));
+        if session.req_header().method != http::Method::POST {
+            return error(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "POST /purge?zone=NAME to drop a zone's converted pages, or POST /purge?zone=NAME&path=/p to drop one path's".into(),
+            );
+        }
+        let query = session.req_header().uri.query().unwrap_or("");
+        let (mut zone, mut path, mut host) = (None, None, None);
+        for (name, value) in url::form_urlencoded::parse(query.as_bytes()) {
+            match &*name {
+                "zone" => zone = Some(value.into_owned()),
+                "path" => path = Some(value.into_owned()),
+                "host" => host = Some(value.into_owned()),
+                other => {
+                    return error(
+                        StatusCode::BAD_REQUEST,
+                        format!("unknown parameter {other:?}: zone, path and host are known"),
+                    );
+                }
+            }
+        }
+        let Some(zone) = zone else {
+            return error(StatusCode::BAD_REQUEST, "zone is required".into());
+        };
+        if host.is_some() && path.is_none() {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "host narrows a path: give path too".into(),
+            );
+        }
+        let loaded = self.policy.load_full();
+        let cache = match loaded.markdown_cache_named(&zone) {
+            Ok(Some(cache)) => cache,
+            Ok(None) => {
+                return error(
+                    StatusCode::NOT_FOUND,
+                    format!("zone {zone:?} does not cache converted pages"),
+                );
+            }
+            Err(()) => return error(StatusCode::NOT_FOUND, format!("no zone is named {zone:?}")),
+        };
+        let purged = match &path {
+            Some(path) => cache.purge_path(path, host.as_deref()),
+            None => cache.purge_all(),
+        };
+        reply(
+            StatusCode::OK,
+            serde_json::json!({ "zone": zone, "path": path, "host": host, "purged": purged }),
+        )
+    }
+
     /// Ready when every edge listener accepts a connection. A policy is always loaded by the time
     /// the admin listener exists (start-up refuses to go on without one), so the listeners are
     /// what can still be missing.
@@ -192,9 +252,13 @@ impl ServeHttp for Admin {
                 }
             }
             "/metrics" => {
-                let policy = &self.policy.load().policy;
+                let loaded = self.policy.load();
+                let policy = &loaded.policy;
                 self.metrics
                     .set_rate_limit_state(policy.rate_limit_keys(), policy.rate_limit_pressure());
+                self.metrics
+                    .markdown_cache
+                    .refresh(loaded.markdown_caches());
                 text(
                     StatusCode::OK,
                     "application/openmetrics-text; version=1.0.0; charset=utf-8",
@@ -202,10 +266,11 @@ impl ServeHttp for Admin {
                 )
             }
             "/trace" => self.trace(session).await,
+            "/purge" => self.purge(session),
             _ => text(
                 StatusCode::NOT_FOUND,
                 "text/plain; charset=utf-8",
-                "not found: try /metrics, /healthz, /readyz or POST /trace\n".into(),
+                "not found: try /metrics, /healthz, /readyz, POST /trace or POST /purge\n".into(),
             ),
         }
     }

@@ -40,6 +40,8 @@ pub struct RequestCtx {
     pub proxying: bool,
     /// What happened to a request for Markdown on a converting zone, for the access log.
     pub markdown: Option<Outcome>,
+    /// What the zone's converted-page cache did for it, for the access log.
+    pub markdown_cache: Option<crate::markdown_cache::Status>,
     /// The request's place among its client's requests in flight to origins.
     pub in_flight: Option<inflight::Slot>,
     /// Set once the origin's response header arrived: a client that leaves after it no longer
@@ -77,6 +79,7 @@ impl RequestCtx {
             body_started: None,
             proxying: false,
             markdown: None,
+            markdown_cache: None,
             in_flight: None,
             origin_answered: false,
             error_rule: None,

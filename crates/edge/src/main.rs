@@ -28,6 +28,7 @@ mod limits;
 mod log;
 mod malformed;
 mod markdown;
+mod markdown_cache;
 mod metrics;
 mod origin;
 mod origin_errors;

@@ -82,6 +82,8 @@ pub enum Outcome {
     OverBudget,
     Failed,
     Skipped,
+    /// Served from the zone's converted-page cache, fresh or revalidated: not converted.
+    Cached,
 }
 
 impl Outcome {
@@ -92,6 +94,7 @@ impl Outcome {
             Outcome::OverBudget => "over_budget",
             Outcome::Failed => "failed",
             Outcome::Skipped => "skipped",
+            Outcome::Cached => "cached",
         }
     }
 }
@@ -323,6 +326,8 @@ pub struct Job<'a> {
     pub ray: http::HeaderValue,
     /// What the edge answers in place of an origin error (`origin_errors::reshape`).
     pub origin_error: &'a mut OriginError<'a>,
+    /// The zone's converted-page cache and what it holds for this request, when it caches.
+    pub cache: Option<&'a mut crate::markdown_cache::Use>,
 }
 
 /// Asked with the origin's error head: the problem the edge answers instead, if any.
@@ -361,10 +366,30 @@ pub async fn fetch_and_convert(session: &mut Session, job: Job<'_>) -> Forwarded
         head_only,
         ray,
         origin_error,
+        mut cache,
     } = job;
-    let (mut up, resp) = ask_origin(converter, peer, request, ray)
+    let mut request = request;
+    if let Some(cache) = cache.as_deref() {
+        cache
+            .ask_conditionally(&mut request)
+            .map_err(Failure::Origin)?;
+    }
+    let (mut up, resp) = ask_origin(converter, peer, request, ray.clone())
         .await
         .map_err(Failure::Origin)?;
+    if let Some(refreshed) = cache
+        .as_deref_mut()
+        .and_then(|c| c.revalidated(&resp, session.req_header(), ray))
+    {
+        // A 304 has no body: the connection is ready for the next request.
+        finish_upstream(converter, up, peer, true).await;
+        let reply = refreshed.map_err(Failure::Origin)?;
+        reply
+            .write(session, head_only)
+            .await
+            .map_err(Failure::Midway)?;
+        return Ok(Outcome::Cached);
+    }
     // An origin error is answered as on the proxy's path (a structured problem for an agent, or
     // an error rule's answer), not converted: its page is not read, its connection not kept.
     if resp.status.as_u16() >= 400
@@ -405,6 +430,7 @@ pub async fn fetch_and_convert(session: &mut Session, job: Job<'_>) -> Forwarded
     finish_upstream(converter, up, peer, upstream_done).await;
 
     let body = page.body;
+    let validators = crate::markdown_cache::Validators::of(&resp);
     let converted = convert(converter, config, &resp, body.clone(), url).await;
     converter.release(page.reserved);
     let (outcome, header, out) = match converted {
@@ -424,7 +450,19 @@ pub async fn fetch_and_convert(session: &mut Session, job: Job<'_>) -> Forwarded
         }
     };
     metrics.outcome(outcome);
-    write_whole(session, header, out, head_only).await?;
+    let reply = match cache {
+        Some(cache) if outcome == Outcome::Converted => cache
+            .converted(header, out, validators, session.req_header())
+            .map_err(Failure::Origin)?,
+        _ => crate::markdown_cache::Reply {
+            header,
+            body: Some(out),
+        },
+    };
+    reply
+        .write(session, head_only)
+        .await
+        .map_err(Failure::Midway)?;
     Ok(outcome)
 }
 

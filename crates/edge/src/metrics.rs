@@ -148,6 +148,8 @@ pub struct Metrics {
     pub markdown: crate::markdown::MarkdownMetrics,
     /// Who is asking: signatures checked, bots seen.
     pub identity: crate::identify::IdentityMetrics,
+    /// The zones' converted-page caches.
+    pub markdown_cache: crate::markdown_cache::CacheMetrics,
     reverse_dns_lookups: OutcomeCounter,
     ip_list_refreshes: OutcomeCounter,
 }
@@ -251,6 +253,7 @@ impl Metrics {
         );
         let markdown = crate::markdown::MarkdownMetrics::register(&mut registry);
         let identity = crate::identify::IdentityMetrics::register(&mut registry);
+        let markdown_cache = crate::markdown_cache::CacheMetrics::register(&mut registry);
         let reverse_dns_lookups = OutcomeCounter::default();
         registry.register(
             "reverse_dns_lookups",
@@ -284,6 +287,7 @@ impl Metrics {
             crawler_charged_cents,
             robots_violations,
             markdown,
+            markdown_cache,
             identity,
             reverse_dns_lookups,
             ip_list_refreshes,

@@ -405,6 +405,7 @@ impl ProxyHttp for Edge {
             bot = ctx.identity.as_ref().and_then(|i| i.bot.as_ref()).map_or("-", |b| &*b.name),
             bot_status = ctx.identity.as_ref().map_or("-", |i| i.status.as_str()),
             signature = ctx.identity.as_ref().map_or("-", |i| i.signature.outcome.as_str()),
+            markdown_cache = ctx.markdown_cache.map_or("-", |s| s.as_str()),
         );
     }
 }
@@ -581,10 +582,11 @@ impl Edge {
         }
     }
 
-    /// Step 7: a request that negotiates Markdown on a zone that converts is forwarded and
-    /// converted by `markdown::fetch_and_convert` (the why is in markdown.rs), through the same
-    /// way to the origin as every proxied request. Every other request goes down Pingora's proxy
-    /// path.
+    /// Step 7: a request that negotiates Markdown on a zone that converts is answered from the
+    /// zone's converted-page cache when a fresh entry is there (markdown_cache.rs), else
+    /// forwarded and converted by `markdown::fetch_and_convert` (the why is in markdown.rs),
+    /// through the same way to the origin as every proxied request. Every other request goes
+    /// down Pingora's proxy path.
     async fn serve_markdown(
         &self,
         session: &mut Session,
@@ -592,6 +594,29 @@ impl Edge {
         config: MarkdownConfig,
     ) -> Result<bool> {
         use crate::markdown::{self, Failure, Outcome};
+        let req = session.req_header();
+        let url = format!(
+            "{}://{}{}",
+            if ctx.facts.tls { "https" } else { "http" },
+            request_host(session),
+            req.uri.path_and_query().map_or("/", |pq| pq.as_str())
+        );
+        let head_only = req.method == http::Method::HEAD;
+        let mut cached = ctx
+            .policy
+            .as_ref()
+            .zip(ctx.zone)
+            .and_then(|(loaded, zone)| loaded.markdown_cache(zone))
+            .map(|cache| cache.lookup(req, &url, Instant::now()));
+        if let Some(reply) = cached
+            .as_ref()
+            .and_then(|c| c.fresh_reply(ctx.ray_header(), Instant::now()))
+        {
+            ctx.markdown = Some(Outcome::Cached);
+            ctx.markdown_cache = cached.map(|c| c.finish(true));
+            reply?.write(session, head_only).await?;
+            return Ok(true);
+        }
         let forwarded = async {
             let peer = self.peer(ctx).await.map_err(Failure::Origin)?;
             let mut request =
@@ -604,14 +629,6 @@ impl Edge {
                 ctx.client(),
                 ray.clone(),
             );
-            let req = session.req_header();
-            let url = format!(
-                "{}://{}{}",
-                if ctx.facts.tls { "https" } else { "http" },
-                request_host(session),
-                req.uri.path_and_query().map_or("/", |pq| pq.as_str())
-            );
-            let head_only = req.method == http::Method::HEAD;
             let mut origin_error = |session: &Session, response: &ResponseHeader| {
                 crate::origin_errors::reshape(session, response, ctx)
             };
@@ -625,10 +642,13 @@ impl Edge {
                 head_only,
                 ray,
                 origin_error: &mut origin_error,
+                cache: cached.as_mut(),
             };
             markdown::fetch_and_convert(session, job).await
         }
         .await;
+        let sent_markdown = matches!(forwarded, Ok(Outcome::Converted | Outcome::Cached));
+        ctx.markdown_cache = cached.map(|c| c.finish(sent_markdown));
         match forwarded {
             Ok(outcome) => {
                 ctx.markdown = Some(outcome);

@@ -13,6 +13,7 @@ use signpost_policy::{CompiledPolicy, Decision, OnError, ZoneId};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::fleet::Fleet;
+use crate::markdown_cache::ZoneCache;
 use crate::metrics::{Metrics, ZoneMetrics};
 
 /// A compiled policy together with what the metrics and the fleet rate limits need from it,
@@ -28,6 +29,10 @@ pub struct Loaded {
     /// How requests are identified, when the policy asks who is asking. A reload whose
     /// `[bots]` is unchanged keeps it, its caches and its background fetches.
     pub identifier: Option<Arc<crate::identify::Identifier>>,
+    /// Each zone's converted-page cache (`[zone.markdown] cache`), in the order of
+    /// `policy.zones()`. A reload keeps a zone's cache when the zone's Markdown settings and
+    /// origin are unchanged, and starts it empty otherwise.
+    markdown_caches: Vec<Option<Arc<ZoneCache>>>,
 }
 
 impl Loaded {
@@ -75,17 +80,45 @@ impl Loaded {
             }
             identifier
         });
+        let markdown_caches = policy
+            .zones()
+            .iter()
+            .map(|zone| markdown_cache_of(zone, previous, metrics))
+            .collect();
         Ok(Loaded {
             policy,
             zone_metrics,
             fleet,
             identifier,
+            markdown_caches,
         })
     }
 
     /// The metric handles of the zone `id` names.
     pub fn zone_metrics(&self, id: ZoneId) -> Option<&ZoneMetrics> {
         self.zone_metrics.get(id.index())
+    }
+
+    /// The converted-page cache of the zone `id` names, when it caches.
+    pub fn markdown_cache(&self, id: ZoneId) -> Option<&Arc<ZoneCache>> {
+        self.markdown_caches.get(id.index())?.as_ref()
+    }
+
+    /// The converted-page cache of the zone named `name`: `Err` when no zone has that name,
+    /// `Ok(None)` when the zone does not cache.
+    pub fn markdown_cache_named(&self, name: &str) -> Result<Option<&Arc<ZoneCache>>, ()> {
+        let index = self
+            .policy
+            .zones()
+            .iter()
+            .position(|z| &*z.name == name)
+            .ok_or(())?;
+        Ok(self.markdown_caches[index].as_ref())
+    }
+
+    /// Every zone's converted-page cache.
+    pub fn markdown_caches(&self) -> impl Iterator<Item = &ZoneCache> {
+        self.markdown_caches.iter().flatten().map(|c| &**c)
     }
 
     /// Counts the decision's fleet rate limits as the policy's fleet step hands them out: Redis
@@ -104,6 +137,33 @@ impl Loaded {
             count.answer(verdict);
         }
     }
+}
+
+/// A zone's converted-page cache: the previous policy's when the zone of the same name converted
+/// with the same settings from the same origin (its entries are still the right Markdown), else
+/// a new, empty one; `None` when the zone does not cache.
+fn markdown_cache_of(
+    zone: &signpost_policy::Zone,
+    previous: Option<&Loaded>,
+    metrics: &Metrics,
+) -> Option<Arc<ZoneCache>> {
+    let bytes = zone
+        .markdown
+        .cache_bytes
+        .filter(|_| zone.markdown.enabled)?;
+    let kept = previous.and_then(|p| {
+        let index = p.policy.zones().iter().position(|z| {
+            z.name == zone.name && z.markdown == zone.markdown && z.origin == zone.origin
+        })?;
+        p.markdown_caches[index].clone()
+    });
+    Some(kept.unwrap_or_else(|| {
+        Arc::new(ZoneCache::new(
+            zone.name.clone(),
+            bytes,
+            &metrics.markdown_cache,
+        ))
+    }))
 }
 
 /// How often `--watch` looks at the policy file.

@@ -12,6 +12,15 @@ pub const DEFAULT_MARKDOWN_MAX_BYTES: usize = 6 * 1024 * 1024;
 /// memory in a 256 MiB budget, and a page this large with the most elements fits it alone.
 pub const MAX_MARKDOWN_MAX_BYTES: usize = 8 * 1024 * 1024;
 
+/// The converted-page cache's size when `cache = true` gives none: 64 MiB, about 1,000 pages of
+/// 60 KB of Markdown.
+pub const DEFAULT_MARKDOWN_CACHE_BYTES: usize = 64 * 1024 * 1024;
+
+/// The smallest and largest `cache_bytes`: 64 KiB (a few pages) to 4 GiB (each zone's cache is
+/// its own; the edge holds the sum of the zones' sizes at most).
+pub const MIN_MARKDOWN_CACHE_BYTES: usize = 64 * 1024;
+pub const MAX_MARKDOWN_CACHE_BYTES: usize = 4 * 1024 * 1024 * 1024;
+
 /// A `content_signal` value may be at most this long.
 const MAX_CONTENT_SIGNAL_LEN: usize = 512;
 
@@ -26,6 +35,9 @@ pub struct MarkdownConfig {
     pub content_signal: Option<String>,
     /// Add `X-Markdown-Tokens` with the exact cl100k_base token count of the Markdown.
     pub token_count_header: bool,
+    /// The converted-page cache's size in bytes (`cache = true`, `cache_bytes`); `None` when
+    /// the zone converts every request anew.
+    pub cache_bytes: Option<usize>,
 }
 
 impl Default for MarkdownConfig {
@@ -35,6 +47,7 @@ impl Default for MarkdownConfig {
             max_bytes: DEFAULT_MARKDOWN_MAX_BYTES,
             content_signal: None,
             token_count_header: false,
+            cache_bytes: None,
         }
     }
 }
@@ -46,6 +59,8 @@ pub(crate) struct MarkdownFile {
     pub max_bytes: Option<Spanned<i64>>,
     pub content_signal: Option<Spanned<String>>,
     pub token_count_header: Option<bool>,
+    pub cache: Option<bool>,
+    pub cache_bytes: Option<Spanned<i64>>,
 }
 
 pub(crate) fn compile(d: &mut Diagnostics<'_>, file: Option<&MarkdownFile>) -> MarkdownConfig {
@@ -63,6 +78,7 @@ pub(crate) fn compile(d: &mut Diagnostics<'_>, file: Option<&MarkdownFile>) -> M
             ),
         }
     }
+    compile_cache(d, file, &mut config);
     if let Some(signal) = &file.content_signal {
         let value = signal.get_ref().trim();
         let valid = !value.is_empty()
@@ -83,6 +99,36 @@ pub(crate) fn compile(d: &mut Diagnostics<'_>, file: Option<&MarkdownFile>) -> M
         }
     }
     config
+}
+
+/// `cache = true` turns the cache on at its default size; `cache_bytes` sizes it, and without
+/// `cache = true` is refused: a size given for a cache left off is a mistake to show, not to guess.
+fn compile_cache(d: &mut Diagnostics<'_>, file: &MarkdownFile, config: &mut MarkdownConfig) {
+    let on = file.cache.unwrap_or(false);
+    let mut bytes = DEFAULT_MARKDOWN_CACHE_BYTES;
+    if let Some(size) = &file.cache_bytes {
+        match usize::try_from(*size.get_ref()) {
+            Ok(_) if !on => {
+                d.at(
+                    ProblemKind::Invalid,
+                    size.span(),
+                    "cache_bytes sizes the converted-page cache: add `cache = true` to turn it on"
+                        .to_string(),
+                );
+            }
+            Ok(n) if (MIN_MARKDOWN_CACHE_BYTES..=MAX_MARKDOWN_CACHE_BYTES).contains(&n) => {
+                bytes = n;
+            }
+            _ => d.at(
+                ProblemKind::Invalid,
+                size.span(),
+                format!(
+                    "cache_bytes must be between {MIN_MARKDOWN_CACHE_BYTES} (64 KiB) and {MAX_MARKDOWN_CACHE_BYTES} (4 GiB)"
+                ),
+            ),
+        }
+    }
+    config.cache_bytes = on.then_some(bytes);
 }
 
 #[cfg(test)]
@@ -117,8 +163,38 @@ mod tests {
                 max_bytes: 1000,
                 content_signal: Some("ai-train=no, search=yes".into()),
                 token_count_header: true,
+                cache_bytes: None,
             }
         );
+    }
+
+    #[test]
+    fn cache_is_opt_in_with_a_default_size() {
+        assert_eq!(
+            zone_markdown("[zone.markdown]\nenabled = true\ncache = true\n")
+                .unwrap()
+                .cache_bytes,
+            Some(DEFAULT_MARKDOWN_CACHE_BYTES)
+        );
+        assert_eq!(
+            zone_markdown("[zone.markdown]\nenabled = true\ncache = true\ncache_bytes = 65536\n")
+                .unwrap()
+                .cache_bytes,
+            Some(65536)
+        );
+        assert_eq!(
+            zone_markdown("[zone.markdown]\nenabled = true\ncache = false\n")
+                .unwrap()
+                .cache_bytes,
+            None
+        );
+        let e = zone_markdown("[zone.markdown]\ncache = true\ncache_bytes = 65535\n").unwrap_err();
+        assert!(e.contains("t.toml:7:") && e.contains("(64 KiB)"), "{e}");
+        let e =
+            zone_markdown("[zone.markdown]\ncache = true\ncache_bytes = 4294967297\n").unwrap_err();
+        assert!(e.contains("(4 GiB)"), "{e}");
+        let e = zone_markdown("[zone.markdown]\ncache_bytes = 1048576\n").unwrap_err();
+        assert!(e.contains("cache = true"), "{e}");
     }
 
     #[test]

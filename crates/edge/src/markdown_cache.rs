@@ -1,0 +1,997 @@
+//! Converted pages kept per zone (`[zone.markdown] cache = true`), so that an unchanged page is
+//! converted once per version instead of on every request for it.
+//!
+//! An entry is the Markdown answer as first sent (header and body), keyed by the URL the
+//! conversion resolved links against (scheme, host as sent, path and query: everything of the
+//! request the Markdown depends on), with the names and values of the request headers the
+//! origin's `Vary` names, the origin's validators (`ETag`, `Last-Modified`), its freshness and
+//! the Markdown's own validator (a strong `ETag` from its bytes).
+//!
+//! - A fresh entry is served without the origin (`request_filter`'s Markdown step answers it);
+//!   an agent's `If-None-Match` naming its `ETag` gets 304.
+//! - A stale one is revalidated: the agent's request goes to the origin with the entry's
+//!   validators; a 304 refreshes the entry and it is served without converting, anything else
+//!   drops it and is handled as a miss (a 200 converted anew).
+//! - Never stored: `Set-Cookie`, `private`, `no-store`, `Vary: *` or a `Vary` on a header the
+//!   edge writes per client, a request with `Authorization` unless the origin says `public`,
+//!   an answer without freshness nor validators, anything not converted.
+//!
+//! The store is moka's: entries weighed in bytes against the zone's `cache_bytes`, admitted by
+//! TinyLFU and evicted least-recently-used. Chosen over Pingora's TinyUFO (also TinyLFU) because
+//! a page's weight here is bytes, up to megabytes, where TinyUFO weighs in `u16`; because
+//! purging a path needs to walk the entries, which TinyUFO cannot; and because moka reports
+//! every eviction with its cause and keeps the weight held, which the metrics need.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use http::HeaderValue;
+use http::header::{self, HeaderMap, HeaderName};
+use moka::notification::RemovalCause;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::prelude::*;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use sha2::{Digest, Sha256};
+
+use crate::ray::CF_RAY;
+
+/// What an entry costs beyond its bytes (the entry, the moka node, the key's `Arc`): counted in
+/// its weight so that a flood of tiny pages is bounded too.
+const ENTRY_OVERHEAD: usize = 512;
+
+/// An entry may take at most this share of its zone's cache: a page larger than an eighth of it
+/// would evict much to be held, and is converted on every request instead.
+const MAX_ENTRY_SHARE: usize = 8;
+
+/// A `Vary` naming more headers than this is not stored (each is kept and compared per request).
+const MAX_VARY_NAMES: usize = 16;
+
+/// Request headers the edge writes for the origin, per client or per request: a `Vary` on one
+/// of them means a page per client, not worth keeping (and the agent's own value is not what
+/// the origin saw).
+const PER_CLIENT_HEADERS: [&str; 4] =
+    ["x-forwarded-for", "cf-connecting-ip", "cf-ray", "forwarded"];
+
+/// Response headers an origin's 304 does not update in the entry: they describe the HTML, the
+/// framing, or are the edge's own.
+const NOT_REFRESHED: [&str; 11] = [
+    "content-length",
+    "content-type",
+    "content-encoding",
+    "content-range",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "etag",
+    "last-modified",
+    "vary",
+    "cf-ray",
+];
+
+/// What the cache did for one request, for the access log and the metrics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Served from a fresh entry, the origin not asked.
+    Hit,
+    /// Converted (no entry, or a stale one the origin replaced) and stored.
+    Miss,
+    /// A stale entry the origin confirmed with 304, served without converting.
+    Revalidated,
+    /// Neither read nor stored: the request or the answer may not be cached.
+    Bypass,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Hit => "hit",
+            Status::Miss => "miss",
+            Status::Revalidated => "revalidated",
+            Status::Bypass => "bypass",
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ZoneLabel {
+    zone: Arc<str>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    zone: Arc<str>,
+    result: &'static str,
+}
+
+/// The cache metrics of every zone, registered once.
+pub struct CacheMetrics {
+    requests: Family<ResultLabels, Counter>,
+    evictions: Family<ZoneLabel, Counter>,
+    bytes: Family<ZoneLabel, Gauge>,
+    entries: Family<ZoneLabel, Gauge>,
+}
+
+impl CacheMetrics {
+    pub fn register(registry: &mut Registry) -> CacheMetrics {
+        let requests = Family::<ResultLabels, Counter>::default();
+        registry.register(
+            "markdown_cache_requests",
+            "Requests for Markdown on zones that cache it, by zone and result (hit, miss, revalidated, bypass)",
+            requests.clone(),
+        );
+        let evictions = Family::<ZoneLabel, Counter>::default();
+        registry.register(
+            "markdown_cache_evictions",
+            "Converted pages evicted (or refused admission) to keep a zone's cache within cache_bytes",
+            evictions.clone(),
+        );
+        let bytes = Family::<ZoneLabel, Gauge>::default();
+        registry.register(
+            "markdown_cache_bytes",
+            "Bytes a zone's converted-page cache holds, as weighed against cache_bytes",
+            bytes.clone(),
+        );
+        let entries = Family::<ZoneLabel, Gauge>::default();
+        registry.register(
+            "markdown_cache_entries",
+            "Converted pages a zone's cache holds",
+            entries.clone(),
+        );
+        CacheMetrics {
+            requests,
+            evictions,
+            bytes,
+            entries,
+        }
+    }
+
+    /// Sets the held-bytes and entry gauges from the caches of the loaded policy; zones no longer
+    /// caching lose their series.
+    pub fn refresh<'a>(&self, caches: impl Iterator<Item = &'a ZoneCache>) {
+        self.bytes.clear();
+        self.entries.clear();
+        for cache in caches {
+            cache.entries.run_pending_tasks();
+            cache.publish_size();
+        }
+    }
+}
+
+/// The validators and freshness an answer carries, read once.
+#[derive(Clone, Debug, Default)]
+struct Directives {
+    no_store: bool,
+    no_cache: bool,
+    private: bool,
+    public: bool,
+    max_age: Option<u64>,
+    s_maxage: Option<u64>,
+}
+
+impl Directives {
+    /// Reads every `Cache-Control` line. A value that does not parse as seconds counts as 0
+    /// (stale: RFC 9111 says to treat an invalid freshness as stale), so hostile bytes can only
+    /// make the cache keep less.
+    fn of(headers: &HeaderMap) -> Directives {
+        let mut d = Directives::default();
+        for line in headers.get_all(header::CACHE_CONTROL) {
+            let text = String::from_utf8_lossy(line.as_bytes());
+            for directive in text.split(',') {
+                let (name, value) = match directive.split_once('=') {
+                    Some((n, v)) => (n.trim(), Some(v.trim().trim_matches('"'))),
+                    None => (directive.trim(), None),
+                };
+                let seconds = || Some(value.and_then(|v| v.parse::<u64>().ok()).unwrap_or(0));
+                match name.to_ascii_lowercase().as_str() {
+                    "no-store" => d.no_store = true,
+                    "no-cache" => d.no_cache = true,
+                    "private" => d.private = true,
+                    "public" => d.public = true,
+                    "max-age" => d.max_age = seconds(),
+                    "s-maxage" => d.s_maxage = seconds(),
+                    _ => {}
+                }
+            }
+        }
+        d
+    }
+}
+
+/// When an entry stops being fresh (RFC 9111 section 4.2, without heuristics).
+#[derive(Clone, Copy, Debug)]
+struct Freshness {
+    stored: Instant,
+    /// The answer's age when stored: the origin's `Age`, or the time since its `Date`.
+    age_when_stored: Duration,
+    lifetime: Duration,
+    /// `no-cache`: stored, but revalidated on every use.
+    always_revalidate: bool,
+}
+
+impl Freshness {
+    fn of(headers: &HeaderMap, directives: &Directives, now: Instant, wall: SystemTime) -> Self {
+        let date = http_date(headers, header::DATE);
+        let lifetime = match directives.s_maxage.or(directives.max_age) {
+            Some(seconds) => Duration::from_secs(seconds),
+            None if headers.contains_key(header::EXPIRES) => {
+                match http_date(headers, header::EXPIRES) {
+                    Some(expires) => expires
+                        .duration_since(date.unwrap_or(wall))
+                        .unwrap_or_default(),
+                    // An invalid Expires is a date in the past.
+                    None => Duration::ZERO,
+                }
+            }
+            None => Duration::ZERO,
+        };
+        let apparent = date.map_or(Duration::ZERO, |d| {
+            wall.duration_since(d).unwrap_or_default()
+        });
+        let age = headers
+            .get(header::AGE)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(Duration::ZERO, Duration::from_secs);
+        Freshness {
+            stored: now,
+            age_when_stored: apparent.max(age),
+            lifetime,
+            always_revalidate: directives.no_cache,
+        }
+    }
+
+    fn age(&self, now: Instant) -> Duration {
+        self.age_when_stored
+            .saturating_add(now.saturating_duration_since(self.stored))
+    }
+
+    fn fresh(&self, now: Instant, asked: &Asked) -> bool {
+        let age = self.age(now);
+        !self.always_revalidate
+            && !asked.no_cache
+            && age < self.lifetime
+            && asked.max_age.is_none_or(|max| age.as_secs() <= max)
+    }
+}
+
+fn http_date(headers: &HeaderMap, name: HeaderName) -> Option<SystemTime> {
+    let text = headers.get(name)?.to_str().ok()?;
+    httpdate::parse_http_date(text.trim()).ok()
+}
+
+/// What the agent's own `Cache-Control` (or `Pragma: no-cache`) asks of the cache.
+struct Asked {
+    no_store: bool,
+    no_cache: bool,
+    max_age: Option<u64>,
+}
+
+impl Asked {
+    fn of(headers: &HeaderMap) -> Asked {
+        let d = Directives::of(headers);
+        let pragma_no_cache = !headers.contains_key(header::CACHE_CONTROL)
+            && headers
+                .get_all(header::PRAGMA)
+                .iter()
+                .any(|v| v.as_bytes().eq_ignore_ascii_case(b"no-cache"));
+        Asked {
+            no_store: d.no_store,
+            no_cache: d.no_cache || pragma_no_cache,
+            max_age: d.max_age,
+        }
+    }
+}
+
+/// The origin's validators of the HTML an entry was converted from.
+#[derive(Clone, Debug, Default)]
+pub struct Validators {
+    etag: Option<HeaderValue>,
+    last_modified: Option<HeaderValue>,
+}
+
+impl Validators {
+    pub fn of(resp: &ResponseHeader) -> Validators {
+        Validators {
+            etag: resp.headers.get(header::ETAG).cloned(),
+            last_modified: resp.headers.get(header::LAST_MODIFIED).cloned(),
+        }
+    }
+
+    fn any(&self) -> bool {
+        self.etag.is_some() || self.last_modified.is_some()
+    }
+
+    fn len(&self) -> usize {
+        self.etag.as_ref().map_or(0, HeaderValue::len)
+            + self.last_modified.as_ref().map_or(0, HeaderValue::len)
+    }
+}
+
+/// One request header named by `Vary`, and the request's value of it (every line, joined).
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Varied {
+    name: HeaderName,
+    value: Option<Box<[u8]>>,
+}
+
+/// One converted page.
+pub struct Entry {
+    /// The answer as first sent, `cf-ray` and `Age` replaced on each use.
+    header: ResponseHeader,
+    body: Bytes,
+    /// The Markdown's own validator, also in `header`.
+    etag: HeaderValue,
+    varied: Box<[Varied]>,
+    origin: Validators,
+    /// The origin said `public`: the entry may answer a request with `Authorization`.
+    public: bool,
+    freshness: Freshness,
+    weight: u32,
+}
+
+/// A zone's converted-page cache.
+pub struct ZoneCache {
+    zone: Arc<str>,
+    entries: moka::sync::Cache<Arc<str>, Arc<Entry>>,
+    max_entry: usize,
+    metrics: ZoneCounters,
+}
+
+/// The zone's counters, resolved once.
+struct ZoneCounters {
+    hits: Counter,
+    misses: Counter,
+    revalidations: Counter,
+    bypasses: Counter,
+    bytes: Family<ZoneLabel, Gauge>,
+    entries: Family<ZoneLabel, Gauge>,
+}
+
+impl ZoneCache {
+    pub fn new(zone: Arc<str>, max_bytes: usize, metrics: &CacheMetrics) -> ZoneCache {
+        let counter = |result| {
+            metrics
+                .requests
+                .get_or_create(&ResultLabels {
+                    zone: zone.clone(),
+                    result,
+                })
+                .clone()
+        };
+        let evictions = metrics
+            .evictions
+            .get_or_create(&ZoneLabel { zone: zone.clone() })
+            .clone();
+        let entries = moka::sync::Cache::builder()
+            .max_capacity(max_bytes as u64)
+            .weigher(|_url: &Arc<str>, entry: &Arc<Entry>| entry.weight)
+            .eviction_listener(move |_url, _entry, cause| {
+                if cause == RemovalCause::Size {
+                    evictions.inc();
+                }
+            })
+            .build();
+        let cache = ZoneCache {
+            entries,
+            max_entry: max_bytes / MAX_ENTRY_SHARE,
+            metrics: ZoneCounters {
+                hits: counter(Status::Hit.as_str()),
+                misses: counter(Status::Miss.as_str()),
+                revalidations: counter(Status::Revalidated.as_str()),
+                bypasses: counter(Status::Bypass.as_str()),
+                bytes: metrics.bytes.clone(),
+                entries: metrics.entries.clone(),
+            },
+            zone,
+        };
+        cache.publish_size();
+        cache
+    }
+
+    fn publish_size(&self) {
+        let label = ZoneLabel {
+            zone: self.zone.clone(),
+        };
+        let bytes = i64::try_from(self.entries.weighted_size()).unwrap_or(i64::MAX);
+        let count = i64::try_from(self.entries.entry_count()).unwrap_or(i64::MAX);
+        self.metrics.bytes.get_or_create(&label).set(bytes);
+        self.metrics.entries.get_or_create(&label).set(count);
+    }
+
+    /// Evictions happen as moka applies its pending writes; applied after every change, so
+    /// that the bound and the gauge hold as each write returns.
+    fn settle(&self) {
+        self.entries.run_pending_tasks();
+        self.publish_size();
+    }
+
+    /// What the cache holds for this request.
+    pub fn lookup(self: &Arc<Self>, req: &RequestHeader, url: &str, now: Instant) -> Use {
+        let asked = Asked::of(&req.headers);
+        let authorized = req.headers.contains_key(header::AUTHORIZATION);
+        let agent_tags = req.headers.get(header::IF_NONE_MATCH).cloned();
+        let mut found = Found::Nothing;
+        if asked.no_store {
+            found = Found::Bypass;
+        } else if let Some(entry) = self.entries.get(url) {
+            found = if authorized && !entry.public {
+                Found::Bypass
+            } else if !entry.varied.iter().all(|v| v.matches(&req.headers)) {
+                // Another variant: this request's answer will replace it.
+                Found::Nothing
+            } else if entry.freshness.fresh(now, &asked) {
+                Found::Fresh(entry)
+            } else if entry.origin.any() {
+                Found::Stale(entry)
+            } else {
+                // Stale with nothing to revalidate with: asked anew.
+                Found::Nothing
+            };
+        }
+        let status = match found {
+            Found::Fresh(_) => Status::Hit,
+            Found::Bypass => Status::Bypass,
+            Found::Stale(_) | Found::Nothing => Status::Miss,
+        };
+        Use {
+            cache: Arc::clone(self),
+            url: Arc::from(url),
+            found,
+            agent_tags,
+            status,
+        }
+    }
+
+    /// Drops every entry (`POST /purge?zone=`); the number dropped.
+    pub fn purge_all(&self) -> u64 {
+        self.entries.run_pending_tasks();
+        let count = self.entries.entry_count();
+        self.entries.invalidate_all();
+        self.settle();
+        count
+    }
+
+    /// Drops the entries of one path, with any query, on every host of the zone or on `host`
+    /// only (`POST /purge?zone=&path=[&host=]`); the number dropped.
+    pub fn purge_path(&self, path: &str, host: Option<&str>) -> u64 {
+        // moka hands out its keys in an `Arc` of its own.
+        let doomed: Vec<Arc<Arc<str>>> = self
+            .entries
+            .iter()
+            .map(|(url, _)| url)
+            .filter(|url| {
+                let (url_host, url_path) = split_url(url);
+                url_path == path && host.is_none_or(|h| h.eq_ignore_ascii_case(url_host))
+            })
+            .collect();
+        for url in &doomed {
+            self.entries.invalidate(&**url);
+        }
+        self.settle();
+        doomed.len() as u64
+    }
+}
+
+/// The host (as sent, port included) and the path of a key URL (`scheme://host/path?query`).
+fn split_url(url: &str) -> (&str, &str) {
+    let rest = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let (host, target) = rest.find('/').map_or((rest, ""), |i| rest.split_at(i));
+    let path = target.split('?').next().unwrap_or("");
+    (host, path)
+}
+
+impl Varied {
+    fn matches(&self, headers: &HeaderMap) -> bool {
+        joined(headers, &self.name).as_deref() == self.value.as_deref()
+    }
+}
+
+/// Every line of a request header, joined with `, ` (how RFC 9110 combines them).
+fn joined(headers: &HeaderMap, name: &HeaderName) -> Option<Box<[u8]>> {
+    let mut lines = headers.get_all(name).iter();
+    let first = lines.next()?;
+    let mut value = first.as_bytes().trim_ascii().to_vec();
+    for line in lines {
+        value.extend_from_slice(b", ");
+        value.extend_from_slice(line.as_bytes().trim_ascii());
+    }
+    Some(value.into_boxed_slice())
+}
+
+/// The request headers the answer's `Vary` names, with this request's values; `None` when the
+/// answer may not be stored for its `Vary` (`*`, a per-client header, too many names).
+///
+/// `Accept` and `Accept-Encoding` are not kept: every request that reaches the cache negotiated
+/// Markdown (the edge itself adds `Vary: Accept` to tell the Markdown from the HTML), and the
+/// converter decodes every content coding the origin may choose, so neither changes the
+/// Markdown.
+fn varied(answer: &HeaderMap, request: &HeaderMap) -> Option<Box<[Varied]>> {
+    let mut names: Vec<HeaderName> = Vec::new();
+    for line in answer.get_all(header::VARY) {
+        for name in String::from_utf8_lossy(line.as_bytes()).split(',') {
+            let name = name.trim();
+            if name.is_empty() {
+                continue;
+            }
+            if name == "*" {
+                return None;
+            }
+            let name = HeaderName::from_bytes(name.as_bytes()).ok()?;
+            if PER_CLIENT_HEADERS.contains(&name.as_str()) {
+                return None;
+            }
+            if name != header::ACCEPT && name != header::ACCEPT_ENCODING && !names.contains(&name) {
+                names.push(name);
+            }
+        }
+    }
+    if names.len() > MAX_VARY_NAMES {
+        return None;
+    }
+    Some(
+        names
+            .into_iter()
+            .map(|name| Varied {
+                value: joined(request, &name),
+                name,
+            })
+            .collect(),
+    )
+}
+
+/// The strong validator of a Markdown body: 128 bits of its SHA-256. A hash of the bytes, not
+/// the origin's tag with a suffix: the same HTML converted by another version of the converter
+/// or other zone settings is another Markdown, and must not answer an agent's 304.
+fn markdown_etag(body: &[u8]) -> HeaderValue {
+    let digest = Sha256::digest(body);
+    let mut tag = String::with_capacity(34);
+    tag.push('"');
+    for byte in &digest[..16] {
+        tag.push_str(&format!("{byte:02x}"));
+    }
+    tag.push('"');
+    HeaderValue::from_str(&tag).unwrap_or_else(|_| HeaderValue::from_static("\"\""))
+}
+
+/// Whether an `If-None-Match` value names `etag` (weak comparison, RFC 9110 section 13.1.2), or
+/// is `*`. Scans the entity tags without splitting on commas (a tag may hold one).
+pub fn none_match_names(if_none_match: &[u8], etag: &[u8]) -> bool {
+    let opaque = etag.strip_prefix(b"W/").unwrap_or(etag);
+    let mut rest = if_none_match;
+    loop {
+        rest = rest.trim_ascii_start();
+        while let Some(after) = rest.strip_prefix(b",") {
+            rest = after.trim_ascii_start();
+        }
+        if rest.is_empty() {
+            return false;
+        }
+        if rest.starts_with(b"*") {
+            return true;
+        }
+        let tag_start = rest.strip_prefix(b"W/").unwrap_or(rest);
+        let Some(inner) = tag_start.strip_prefix(b"\"") else {
+            // Not an entity tag: skip to the next comma.
+            match rest.iter().position(|&b| b == b',') {
+                Some(i) => {
+                    rest = &rest[i..];
+                    continue;
+                }
+                None => return false,
+            }
+        };
+        let Some(end) = inner.iter().position(|&b| b == b'"') else {
+            return false;
+        };
+        let tag = &tag_start[..end + 2];
+        if tag == opaque {
+            return true;
+        }
+        rest = &inner[end + 1..];
+    }
+}
+
+/// An answer ready to write: `body` is `None` for a 304.
+pub struct Reply {
+    pub header: ResponseHeader,
+    pub body: Option<Bytes>,
+}
+
+impl Reply {
+    /// Writes the reply as the whole response (only its header for HEAD).
+    pub async fn write(self, session: &mut Session, head_only: bool) -> Result<()> {
+        let end = head_only || self.body.is_none();
+        session
+            .write_response_header(Box::new(self.header), end)
+            .await?;
+        if let Some(body) = self.body.filter(|_| !head_only) {
+            session.write_response_body(Some(body), true).await?;
+        }
+        Ok(())
+    }
+}
+
+enum Found {
+    Fresh(Arc<Entry>),
+    /// Stale, with validators: asked of the origin conditionally.
+    Stale(Arc<Entry>),
+    Nothing,
+    Bypass,
+}
+
+/// The cache's part in one request for Markdown: what was found, and what became of it.
+pub struct Use {
+    cache: Arc<ZoneCache>,
+    url: Arc<str>,
+    found: Found,
+    /// The agent's `If-None-Match`, answered against the Markdown's `ETag`.
+    agent_tags: Option<HeaderValue>,
+    status: Status,
+}
+
+impl Use {
+    /// The reply of a fresh entry, when there is one: the request is answered without the
+    /// origin.
+    pub fn fresh_reply(&self, ray: HeaderValue, now: Instant) -> Option<Result<Reply>> {
+        match &self.found {
+            Found::Fresh(entry) => Some(self.reply(entry, ray, now)),
+            _ => None,
+        }
+    }
+
+    /// Adds the stale entry's validators to the request for the origin, so that an unchanged
+    /// page costs a 304 and no conversion.
+    pub fn ask_conditionally(&self, request: &mut RequestHeader) -> Result<()> {
+        if let Found::Stale(entry) = &self.found {
+            if let Some(etag) = &entry.origin.etag {
+                request.insert_header(header::IF_NONE_MATCH, etag.clone())?;
+            }
+            if let Some(date) = &entry.origin.last_modified {
+                request.insert_header(header::IF_MODIFIED_SINCE, date.clone())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The origin's answer to a revalidation: a 304 refreshes the stale entry and gives its
+    /// reply; anything else drops the entry (`None`: converted or passed through as a miss).
+    pub fn revalidated(
+        &mut self,
+        origin: &ResponseHeader,
+        request: &RequestHeader,
+        ray: HeaderValue,
+    ) -> Option<Result<Reply>> {
+        let Found::Stale(entry) = std::mem::replace(&mut self.found, Found::Nothing) else {
+            return None;
+        };
+        if origin.status != http::StatusCode::NOT_MODIFIED {
+            self.cache.entries.invalidate(&self.url);
+            return None;
+        }
+        self.status = Status::Revalidated;
+        let now = Instant::now();
+        Some(
+            self.refresh(&entry, origin, request, now)
+                .and_then(|refreshed| {
+                    let reply = self.reply(&refreshed, ray, now);
+                    if !self.admit(refreshed, request) {
+                        self.cache.entries.invalidate(&self.url);
+                    }
+                    self.cache.settle();
+                    reply
+                }),
+        )
+    }
+
+    /// The entry with the 304's headers (RFC 9111 section 4.3.4) and a new freshness.
+    fn refresh(
+        &self,
+        entry: &Entry,
+        origin: &ResponseHeader,
+        request: &RequestHeader,
+        now: Instant,
+    ) -> Result<Entry> {
+        let mut header = entry.header.clone();
+        for name in origin.headers.keys() {
+            if NOT_REFRESHED.contains(&name.as_str()) {
+                continue;
+            }
+            header.remove_header(name);
+            for value in origin.headers.get_all(name) {
+                header.append_header(name.clone(), value.clone())?;
+            }
+        }
+        let mut validators = Validators::of(origin);
+        if !validators.any() {
+            validators = entry.origin.clone();
+        }
+        Ok(self.entry(
+            header,
+            entry.body.clone(),
+            entry.etag.clone(),
+            validators,
+            request,
+            now,
+        ))
+    }
+
+    fn entry(
+        &self,
+        header: ResponseHeader,
+        body: Bytes,
+        etag: HeaderValue,
+        origin: Validators,
+        request: &RequestHeader,
+        now: Instant,
+    ) -> Entry {
+        let directives = Directives::of(&header.headers);
+        let freshness = Freshness::of(&header.headers, &directives, now, SystemTime::now());
+        let varied = varied(&header.headers, &request.headers).unwrap_or_default();
+        let header_bytes: usize = header
+            .headers
+            .iter()
+            .map(|(n, v)| n.as_str().len() + v.len() + 32)
+            .sum();
+        let varied_bytes: usize = varied
+            .iter()
+            .map(|v| v.name.as_str().len() + v.value.as_ref().map_or(0, |b| b.len()) + 32)
+            .sum();
+        let weight = ENTRY_OVERHEAD
+            + self.url.len()
+            + body.len()
+            + header_bytes
+            + varied_bytes
+            + origin.len()
+            + etag.len();
+        Entry {
+            header,
+            body,
+            etag,
+            varied,
+            origin,
+            public: directives.public,
+            freshness,
+            weight: u32::try_from(weight).unwrap_or(u32::MAX),
+        }
+    }
+
+    /// Stores the entry when the answer and the request allow it; whether it did.
+    fn admit(&self, entry: Entry, request: &RequestHeader) -> bool {
+        let allowed = !matches!(self.found, Found::Bypass)
+            && storable(&entry, request)
+            && entry.weight as usize <= self.cache.max_entry;
+        if allowed {
+            self.cache
+                .entries
+                .insert(Arc::clone(&self.url), Arc::new(entry));
+        }
+        allowed
+    }
+
+    /// A page just converted: given its `ETag`, stored when it may be, and answered 304 when the
+    /// agent's `If-None-Match` names it.
+    pub fn converted(
+        &mut self,
+        mut header: ResponseHeader,
+        body: Bytes,
+        origin: Validators,
+        request: &RequestHeader,
+    ) -> Result<Reply> {
+        let etag = markdown_etag(&body);
+        header.insert_header(header::ETAG, etag.clone())?;
+        let now = Instant::now();
+        let entry = self.entry(header, body, etag, origin, request, now);
+        let ray = entry
+            .header
+            .headers
+            .get(CF_RAY.name())
+            .cloned()
+            .unwrap_or_else(|| HeaderValue::from_static(""));
+        let reply = self.reply(&entry, ray, now);
+        self.status = if self.admit(entry, request) {
+            Status::Miss
+        } else {
+            Status::Bypass
+        };
+        self.cache.settle();
+        reply
+    }
+
+    /// The answer an entry gives this request: 304 when the agent's `If-None-Match` names the
+    /// Markdown's `ETag`, else the page; `cf-ray` this request's, `Age` the entry's.
+    fn reply(&self, entry: &Entry, ray: HeaderValue, now: Instant) -> Result<Reply> {
+        let age = HeaderValue::from(entry.freshness.age(now).as_secs());
+        let not_modified = self
+            .agent_tags
+            .as_ref()
+            .is_some_and(|tags| none_match_names(tags.as_bytes(), entry.etag.as_bytes()));
+        if not_modified {
+            // RFC 9110 section 15.4.5: the fields a 200 would carry that guide caches, no more.
+            let mut header = ResponseHeader::build(http::StatusCode::NOT_MODIFIED, Some(8))?;
+            for name in [
+                header::CACHE_CONTROL,
+                header::CONTENT_LOCATION,
+                header::DATE,
+                header::ETAG,
+                header::EXPIRES,
+                header::VARY,
+            ] {
+                for value in entry.header.headers.get_all(&name) {
+                    header.append_header(name.clone(), value.clone())?;
+                }
+            }
+            header.insert_header(header::AGE, age)?;
+            header.insert_header(&CF_RAY, ray)?;
+            return Ok(Reply { header, body: None });
+        }
+        let mut header = entry.header.clone();
+        header.insert_header(header::AGE, age)?;
+        header.insert_header(&CF_RAY, ray)?;
+        Ok(Reply {
+            header,
+            body: Some(entry.body.clone()),
+        })
+    }
+
+    /// What the cache did, counted once in the zone's metrics; `converted` says whether the
+    /// request ended with Markdown (a page passed through, or an origin failure, was not
+    /// cached: bypass).
+    pub fn finish(self, markdown_sent: bool) -> Status {
+        let status = match self.status {
+            Status::Miss if !markdown_sent => Status::Bypass,
+            status => status,
+        };
+        let counters = &self.cache.metrics;
+        match status {
+            Status::Hit => counters.hits.inc(),
+            Status::Miss => counters.misses.inc(),
+            Status::Revalidated => counters.revalidations.inc(),
+            Status::Bypass => counters.bypasses.inc(),
+        };
+        status
+    }
+}
+
+/// Whether an answer may be kept (RFC 9111 section 3 for a shared cache, and this edge's rules).
+fn storable(entry: &Entry, request: &RequestHeader) -> bool {
+    let headers = &entry.header.headers;
+    let directives = Directives::of(headers);
+    let authorized = request.headers.contains_key(header::AUTHORIZATION);
+    entry.header.status == http::StatusCode::OK
+        && !headers.contains_key(header::SET_COOKIE)
+        && !directives.no_store
+        && !directives.private
+        && !Asked::of(&request.headers).no_store
+        && (!authorized || directives.public)
+        && varied(headers, &request.headers).is_some()
+        && (entry.origin.any() || entry.freshness.lifetime > entry.freshness.age_when_stored)
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn headers(lines: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (n, v) in lines {
+            map.append(
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                HeaderValue::from_str(v).unwrap(),
+            );
+        }
+        map
+    }
+
+    #[test]
+    fn if_none_match_is_compared_weakly_and_scanned_whole() {
+        let tag = b"\"abc\"";
+        assert!(none_match_names(b"\"abc\"", tag));
+        assert!(none_match_names(b"W/\"abc\"", tag));
+        assert!(none_match_names(b"\"x,y\", \"abc\"", tag));
+        assert!(none_match_names(b"*", tag));
+        assert!(!none_match_names(b"\"abcd\"", tag));
+        assert!(!none_match_names(b"abc", tag));
+        assert!(!none_match_names(b"\"abc", tag));
+        assert!(!none_match_names(b"", tag));
+        assert!(none_match_names(b"junk, \"abc\"", tag));
+    }
+
+    proptest! {
+        /// Arbitrary bytes never panic, and a list that holds the tag among arbitrary quoted
+        /// tags always finds it.
+        #[test]
+        fn if_none_match_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200),
+                                      others in proptest::collection::vec("[a-z0-9,]{0,12}", 0..5)) {
+            let _ = none_match_names(&bytes, b"\"t\"");
+            let mut list: Vec<String> = others.iter().map(|o| format!("\"{o}\"")).collect();
+            list.push("W/\"t\"".into());
+            prop_assert!(none_match_names(list.join(", ").as_bytes(), b"\"t\""));
+        }
+
+        #[test]
+        fn cache_control_never_panics(text in "[ -~]{0,120}") {
+            if let Ok(value) = HeaderValue::from_str(&text) {
+                let mut map = HeaderMap::new();
+                map.insert(header::CACHE_CONTROL, value.clone());
+                map.insert(header::EXPIRES, value.clone());
+                map.insert(header::AGE, value);
+                let d = Directives::of(&map);
+                let _ = Freshness::of(&map, &d, Instant::now(), SystemTime::now());
+            }
+        }
+    }
+
+    #[test]
+    fn freshness_follows_the_origin() {
+        let now = Instant::now();
+        let wall = SystemTime::now();
+        let fresh = |lines: &[(&str, &str)]| {
+            let map = headers(lines);
+            let f = Freshness::of(&map, &Directives::of(&map), now, wall);
+            let asked = Asked {
+                no_store: false,
+                no_cache: false,
+                max_age: None,
+            };
+            f.fresh(now, &asked)
+        };
+        assert!(fresh(&[("cache-control", "public, max-age=60")]));
+        assert!(!fresh(&[("cache-control", "max-age=60"), ("age", "61")]));
+        assert!(fresh(&[("cache-control", "max-age=0, s-maxage=60")]));
+        assert!(!fresh(&[("cache-control", "max-age=60, no-cache")]));
+        assert!(!fresh(&[("cache-control", "max-age=junk")]));
+        assert!(!fresh(&[]));
+        let date = httpdate::fmt_http_date(wall);
+        let later = httpdate::fmt_http_date(wall + Duration::from_secs(120));
+        assert!(fresh(&[("date", &date), ("expires", &later)]));
+        assert!(!fresh(&[("date", &date), ("expires", "0")]));
+        // max-age wins over Expires.
+        assert!(!fresh(&[
+            ("date", &date),
+            ("expires", &later),
+            ("cache-control", "max-age=0")
+        ]));
+    }
+
+    #[test]
+    fn vary_keeps_the_named_request_headers() {
+        let request = headers(&[("x-lang", "fr"), ("accept", "text/markdown")]);
+        let v = varied(
+            &headers(&[("vary", "Accept, X-Lang"), ("vary", "accept-encoding")]),
+            &request,
+        )
+        .unwrap();
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].name, "x-lang");
+        assert!(v[0].matches(&request));
+        assert!(!v[0].matches(&headers(&[("x-lang", "de")])));
+        assert!(!v[0].matches(&headers(&[])));
+        assert!(varied(&headers(&[("vary", "*")]), &request).is_none());
+        assert!(varied(&headers(&[("vary", "X-Forwarded-For")]), &request).is_none());
+    }
+
+    #[test]
+    fn key_urls_split_into_host_and_path() {
+        assert_eq!(
+            split_url("http://example.com:8080/a/b?q=1"),
+            ("example.com:8080", "/a/b")
+        );
+        assert_eq!(split_url("https://h"), ("h", ""));
+    }
+
+    #[test]
+    fn markdown_etag_is_a_strong_hash_of_the_bytes() {
+        let a = markdown_etag(b"# one");
+        assert_eq!(a, markdown_etag(b"# one"));
+        assert_ne!(a, markdown_etag(b"# two"));
+        assert_eq!(a.len(), 34);
+        assert!(none_match_names(a.as_bytes(), a.as_bytes()));
+    }
+}
