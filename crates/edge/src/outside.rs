@@ -276,6 +276,21 @@ fn is_public_v6(ip: Ipv6Addr) -> bool {
         || (first == 0x2001 && segments[1] == 0x0db8)) // documentation
 }
 
+/// Published address lists are fetched with the same bounds as everything else from outside;
+/// only a 200 carries a list.
+#[async_trait::async_trait]
+impl crate::iplists::Fetch for Outside {
+    async fn get(&self, url: &Url) -> Result<Bytes, String> {
+        let fetched = Outside::get(self, url)
+            .await
+            .map_err(|e| e.name().to_owned())?;
+        if fetched.status != http::StatusCode::OK {
+            return Err(format!("status {}", fetched.status.as_u16()));
+        }
+        Ok(fetched.body)
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -324,20 +339,5 @@ pub(crate) mod tests {
         ] {
             assert!(is_public(allowed.parse().unwrap()), "{allowed}");
         }
-    }
-}
-
-/// Published address lists are fetched with the same bounds as everything else from outside;
-/// only a 200 carries a list.
-#[async_trait::async_trait]
-impl crate::iplists::Fetch for Outside {
-    async fn get(&self, url: &Url) -> Result<Bytes, String> {
-        let fetched = Outside::get(self, url)
-            .await
-            .map_err(|e| e.name().to_owned())?;
-        if fetched.status != http::StatusCode::OK {
-            return Err(format!("status {}", fetched.status.as_u16()));
-        }
-        Ok(fetched.body)
     }
 }
