@@ -43,5 +43,7 @@ mod proxy;
 mod tls;
 // Explaining decisions: `signpost trace` (text and JSON) and `signpost test`.
 mod trace;
+// Bots verified from outside the policy: reverse DNS against dnsmasq, a published list over HTTPS.
+mod verified_bots;
 // HTTP/2 and TLS abuse: premature resets, control floods, zero-window readers, silent handshakes.
 mod h2_abuse;
