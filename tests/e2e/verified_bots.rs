@@ -84,7 +84,7 @@ expression = "signpost.bot.claim_failed"
 }
 
 /// What one request claiming a bot got.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 enum Answer {
     /// The origin was reached; the identity header it read, parsed, member by member.
     Told(BTreeMap<String, String>),
@@ -154,16 +154,6 @@ fn told(bot: &str, category: &str, status: &str, method: Option<&str>) -> Answer
         members.insert("method".into(), method.into());
     }
     Answer::Told(members)
-}
-
-impl PartialEq for Answer {
-    fn eq(&self, other: &Answer) -> bool {
-        match (self, other) {
-            (Answer::Told(a), Answer::Told(b)) => a == b,
-            (Answer::Refused(s, c), Answer::Refused(t, d)) => s == t && c == d,
-            _ => false,
-        }
-    }
 }
 
 /// The answer a problem document of 1020 is.
