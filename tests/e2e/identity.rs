@@ -130,5 +130,19 @@ fn without_bots_in_the_policy_nothing_is_identified_and_forged_headers_still_go(
             .unwrap(),
     );
     assert!(echo["headers"].get("signpost-bot").is_none(), "{echo}");
-    assert!(edge.log().contains(r#"bot="-" bot_status="-""#));
+    // The access line is written once the answer is out: give it a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !edge.log().contains("target=\"access\"") && !edge.log().contains("access:") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no access line: {}",
+            edge.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        edge.log().contains(r#"bot="-" bot_status="-""#),
+        "{}",
+        edge.log()
+    );
 }

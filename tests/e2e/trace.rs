@@ -146,6 +146,7 @@ fn trace_of_a_request_that_passes_every_phase() {
             "error_page",
             "tls_sni",
             "host_routing",
+            "identify",
             "access_rules",
             "browser_check",
             "hotlink",
@@ -308,7 +309,8 @@ fn trace_of_a_request_refused_by_each_phase() {
             "Accept: application/json",
         ],
     );
-    assert_refused(&t, 1020, 403, Some("wordpress-probes"), "custom_rules");
+    // The rule's own response (`response = { status = 404, ... }`) is what the edge answers.
+    assert_refused(&t, 1020, 404, Some("wordpress-probes"), "custom_rules");
     let custom: Vec<&str> = step(&t, "custom_rules")["trace"]
         .as_array()
         .unwrap()
@@ -412,7 +414,7 @@ fn trace_of_a_request_refused_by_each_phase() {
             &["--url", "http://example.com/wp-admin/", "-H", ua],
             "custom_rules",
             Some("wordpress-probes"),
-            "HTTP/1.1 403 Forbidden",
+            "HTTP/1.1 404 Not Found",
         ),
     ];
     for (args, phase, rule_id, status_line) in refusals {
@@ -445,7 +447,8 @@ fn trace_of_a_request_refused_by_each_phase() {
         text.contains("✓ block \"wordpress-probes\": the expression matches"),
         "{text}"
     );
-    assert!(text.contains("HTTP/1.1 403 Forbidden"), "{text}");
+    // The rule's own response answers: 404, as the edge would.
+    assert!(text.contains("HTTP/1.1 404 Not Found"), "{text}");
     assert!(
         text.contains("<!DOCTYPE html>") || text.contains("<!doctype html>"),
         "HTML by default: {text}"
@@ -612,7 +615,7 @@ fn signpost_test_reports_passes_failures_and_exit_status() {
 name = "probe blocked"
 url = "http://example.com/wp-admin/"
 headers = ["User-Agent: Mozilla/5.0"]
-expect = { status = 403, code = 1020, rule = "wordpress-probes", zone = "www" }
+expect = { status = 404, code = 1020, rule = "wordpress-probes", zone = "www" }
 
 [[case]]
 name = "wrong expectations"
