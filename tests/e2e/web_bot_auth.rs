@@ -75,6 +75,26 @@ impl Signer {
             ("signature".into(), format!("sig1=:{signature}:")),
         ]
     }
+
+    /// The legacy form the draft lets verifiers accept: `Signature-Agent` a bare string,
+    /// covered as a whole header.
+    fn legacy_headers(&self, authority: &str, created: u64) -> Vec<(String, String)> {
+        let agent = format!("\"{}\"", self.agent);
+        let params = format!(
+            r#"("@authority" "signature-agent");created={created};expires={};keyid="{}";tag="web-bot-auth""#,
+            created + 300,
+            self.keyid()
+        );
+        let base = format!(
+            "\"@authority\": {authority}\n\"signature-agent\": {agent}\n\"@signature-params\": {params}"
+        );
+        let signature = STANDARD.encode(self.key.sign(base.as_bytes()).as_ref());
+        vec![
+            ("signature-agent".into(), agent),
+            ("signature-input".into(), format!("sig1={params}")),
+            ("signature".into(), format!("sig1=:{signature}:")),
+        ]
+    }
 }
 
 fn now() -> u64 {
@@ -269,6 +289,14 @@ requests_per_period = 3
         .1
         .replace(r#" "signature-agent";key="sig1""#, "");
     assert!(told(&c, &edge, "/f", &uncovered).starts_with("signature=invalid"));
+    // The legacy single-string Signature-Agent verifies too.
+    let h = told(
+        &c,
+        &edge,
+        "/legacy",
+        &other.legacy_headers(&authority, now()),
+    );
+    assert!(h.starts_with("signature=verified"), "{h}");
     // A key the directory does not have: unverified, not invalid.
     let unknown = Signer::new(&directory.origin());
     let h = told(
@@ -280,7 +308,7 @@ requests_per_period = 3
     assert!(h.starts_with("signature=unverified"), "{h}");
 
     // The rate limit counts each agent apart, though both come from one address: `agent` runs
-    // into its limit of 3 (it used some above), `other` has not been counted yet.
+    // into its limit of 3 (it used some above), `other` has been counted once (legacy form).
     let limited = (0..4).find_map(|_| {
         let resp = c
             .get(edge.url("/h"))
