@@ -5,7 +5,7 @@
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use crate::bots::{Bot, BotCatalog, normalize_agent};
+use crate::bots::{Bot, BotCatalog};
 
 /// What became of a request's Web Bot Auth signature. The draft's three outcomes are kept apart,
 /// plus "no signature at all".
@@ -221,12 +221,8 @@ pub(crate) fn identify(
     client_ip: IpAddr,
     evidence: &dyn Evidence,
 ) -> Identity {
-    let mut signature = evidence.signature(client_ip);
-    if let Some(agent) = &signature.agent
-        && !agent.starts_with("https://")
-    {
-        signature.agent = Some(Arc::from(normalize_agent(agent)));
-    }
+    // The edge names the agent as the verifier normalised it, which is `normalize_agent`'s form.
+    let signature = evidence.signature(client_ip);
     if signature.outcome == SignatureOutcome::Verified
         && let Some(bot) = signature
             .agent

@@ -249,7 +249,7 @@ fn a_verified_signature_from_a_bots_directory_is_that_bot_whatever_the_user_agen
         },
         loaded: true,
         rdns: Some(ReverseDnsName::Unconfirmed),
-        ..Signature::default().into_given()
+        ..Given::default()
     };
     let id = identify(&c, b"Mozilla/5.0 Firefox", ip("203.0.113.9"), &signed);
     assert_eq!(id.status, BotStatus::Verified(Method::WebBotAuth));
@@ -279,19 +279,6 @@ fn a_verified_signature_from_a_bots_directory_is_that_bot_whatever_the_user_agen
     };
     let id = identify(&c, b"ChatGPT-User/1.0", ip("203.0.113.9"), &unknown);
     assert_eq!(id.status, BotStatus::Pending);
-}
-
-trait IntoGiven {
-    fn into_given(self) -> Given;
-}
-
-impl IntoGiven for Signature {
-    fn into_given(self) -> Given {
-        Given {
-            signature: self,
-            ..Given::default()
-        }
-    }
 }
 
 #[test]
