@@ -19,8 +19,12 @@ mod contract;
 mod error_rules;
 // Who is asking: known bots verified or refused as impostors, the origin's identity header.
 mod identity;
+// Web Bot Auth signers and HTTPS key directories, for the tests below.
+mod signing;
 // Web Bot Auth: a real signer and a real HTTPS key directory.
 mod web_bot_auth;
+// Crawl control: signed crawlers allowed, blocked and charged; the ledger; robots.txt.
+mod crawl;
 // Hostile Host values that must still give valid JSON, YAML and escaped HTML.
 mod hostile;
 // Rate limits hold under a flood of distinct keys.

@@ -58,6 +58,15 @@ pub struct RequestCtx {
     /// or a known bot): for the origin's header and the access log. Boxed: most requests are
     /// nobody in particular.
     pub identity: Option<Box<signpost_policy::Identity>>,
+    /// What crawl control made of a known crawler's request (boxed as the decision has it).
+    pub crawl: Option<Box<signpost_policy::CrawlStep>>,
+    /// What the crawler was charged, once the ledger recorded it.
+    pub charged: Option<signpost_policy::Price>,
+    /// `/robots.txt` on its way from the origin: the managed block to put before it, and the
+    /// copy kept to parse it (`robots.rs`).
+    pub robots: Option<Box<crate::robots::RobotsBody>>,
+    /// The robots.txt rule a known crawler's request broke, for the access log.
+    pub robots_violation: Option<Box<crate::robots::Violation>>,
 }
 
 impl RequestCtx {
@@ -86,6 +95,10 @@ impl RequestCtx {
             replacing: None,
             origin_error_answer: None,
             identity: None,
+            crawl: None,
+            charged: None,
+            robots: None,
+            robots_violation: None,
         }
     }
 

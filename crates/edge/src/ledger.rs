@@ -203,12 +203,11 @@ impl Ledger {
     }
 
     /// Appends `record` and resolves once it is durable (see the module's doc). Fails at once
-    /// when the queue is full. `crawler_label` is the crawler's catalog name for the metric, or
-    /// `None` for one the catalog does not know (counted as `other`).
+    /// when the queue is full. `crawler_label` is the crawler's catalog name for the metric.
     pub async fn record(
         &self,
         record: &LedgerRecord,
-        crawler_label: Option<&'static str>,
+        crawler_label: &Arc<str>,
     ) -> Result<(), LedgerError> {
         let (done, wait) = tokio::sync::oneshot::channel();
         let pending = Pending {
@@ -413,6 +412,7 @@ impl Writer {
 
 /// Every file of the ledger in `dir`, oldest first: the rotated files in name order, then the
 /// live one.
+#[cfg(test)]
 pub fn ledger_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
     let mut rotated: Vec<PathBuf> = std::fs::read_dir(dir)?
         .filter_map(Result::ok)
@@ -508,11 +508,11 @@ mod tests {
                 Ledger::open(&dir, LedgerOptions::default(), Some(metrics.clone())).unwrap();
             for seq in 0..3 {
                 ledger
-                    .record(&record(seq), Some("ExampleBot"))
+                    .record(&record(seq), &Arc::from("ExampleBot"))
                     .await
                     .unwrap();
             }
-            ledger.record(&record(3), None).await.unwrap();
+            ledger.record(&record(3), &Arc::from("OtherBot")).await.unwrap();
         });
         let all = read_all(&dir);
         assert_eq!(all.len(), 4);
@@ -530,13 +530,13 @@ mod tests {
             "{text}"
         );
         assert!(
-            text.contains("signpost_crawler_charged_cents_total{crawler=\"other\"} 1"),
+            text.contains("signpost_crawler_charged_cents_total{crawler=\"OtherBot\"} 1"),
             "{text}"
         );
         // Reopened, the ledger appends after what is there.
         runtime().block_on(async {
             let ledger = Ledger::open(&dir, LedgerOptions::default(), None).unwrap();
-            ledger.record(&record(4), None).await.unwrap();
+            ledger.record(&record(4), &Arc::from("ExampleBot")).await.unwrap();
         });
         let seqs: Vec<u64> = read_all(&dir).iter().map(seq_of).collect();
         assert_eq!(seqs, [0, 1, 2, 3, 4]);
@@ -554,7 +554,7 @@ mod tests {
             runtime().block_on(async {
                 let ledger = Ledger::open(&dir, LedgerOptions::default(), None).unwrap();
                 for seq in 0..2 {
-                    ledger.record(&record(seq), None).await.unwrap();
+                    ledger.record(&record(seq), &Arc::from("ExampleBot")).await.unwrap();
                 }
             });
             let mut f = OpenOptions::new()
@@ -565,7 +565,7 @@ mod tests {
             drop(f);
             runtime().block_on(async {
                 let ledger = Ledger::open(&dir, LedgerOptions::default(), None).unwrap();
-                ledger.record(&record(2), None).await.unwrap();
+                ledger.record(&record(2), &Arc::from("ExampleBot")).await.unwrap();
             });
             let seqs: Vec<u64> = read_all(&dir).iter().map(seq_of).collect();
             assert_eq!(seqs, [0, 1, 2], "{:?}", String::from_utf8_lossy(tail));
@@ -586,7 +586,7 @@ mod tests {
                 let ledger = ledger.clone();
                 tasks.push(tokio::spawn(async move {
                     for i in 0..50 {
-                        ledger.record(&record(task * 1000 + i), None).await.unwrap();
+                        ledger.record(&record(task * 1000 + i), &Arc::from("ExampleBot")).await.unwrap();
                     }
                 }));
             }
@@ -637,7 +637,7 @@ mod tests {
             for seq in 0..200 {
                 let ledger = ledger.clone();
                 tasks.push(tokio::spawn(async move {
-                    (seq, ledger.record(&record(seq), None).await)
+                    (seq, ledger.record(&record(seq), &Arc::from("ExampleBot")).await)
                 }));
             }
             let mut written = Vec::new();
@@ -680,7 +680,7 @@ mod tests {
                 tasks.push(tokio::spawn(async move {
                     loop {
                         let seq = next.fetch_add(1, Ordering::Relaxed);
-                        match ledger.record(&record(seq), None).await {
+                        match ledger.record(&record(seq), &Arc::from("ExampleBot")).await {
                             Ok(()) => {
                                 let mut out = stdout.lock().unwrap();
                                 writeln!(out, "ack {seq}").unwrap();

@@ -32,6 +32,14 @@ pub struct LogBudget {
 impl LogBudget {
     pub const PER_SECOND: u64 = 20;
 
+    /// A budget with nothing spent, for a `static`.
+    pub const fn new() -> LogBudget {
+        LogBudget {
+            window: AtomicU64::new(0),
+            suppressed: AtomicU64::new(0),
+        }
+    }
+
     /// Whether one more line may be logged now.
     pub fn allow(&self) -> bool {
         let now = SystemTime::now()

@@ -7,6 +7,7 @@ mod admin;
 mod answer;
 mod commands;
 mod conncap;
+mod crawl;
 mod ctx;
 mod error_rules;
 mod facts;
@@ -16,13 +17,6 @@ mod identify;
 mod inflight;
 mod iplists;
 mod keydir;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "the charge path that records into it is wired next"
-    )
-)]
 mod ledger;
 mod limits;
 mod log;
@@ -38,13 +32,6 @@ mod ray;
 mod rdns;
 mod reload;
 mod rescue;
-#[cfg_attr(
-    not(test),
-    expect(
-        dead_code,
-        reason = "served from the pipeline once the bot catalog is wired"
-    )
-)]
 mod robots;
 mod server;
 mod tls;

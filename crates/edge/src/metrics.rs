@@ -28,19 +28,24 @@ struct ZoneLabel {
     zone: Arc<str>,
 }
 
-/// A crawler, by catalog name; `other` for any the catalog does not know, so that the label set
-/// is bounded by the catalog whatever the requests claim.
+/// A crawler, by catalog name: the label set is bounded by the catalog (at most
+/// `signpost_policy::MAX_BOTS` names), whatever the requests claim.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CrawlerLabel {
-    crawler: &'static str,
+    crawler: Arc<str>,
 }
 
-impl CrawlerLabel {
-    fn new(catalog_name: Option<&'static str>) -> CrawlerLabel {
-        CrawlerLabel {
-            crawler: catalog_name.unwrap_or("other"),
-        }
-    }
+/// A known crawler's request as crawl control saw it.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CrawlLabels {
+    zone: Arc<str>,
+    crawler: Arc<str>,
+    /// Its behaviors, e.g. `search,training`.
+    behavior: &'static str,
+    /// `allow`, `block` or `charge`.
+    action: &'static str,
+    /// `allowed`, `free`, `forwarded` or `refused`.
+    outcome: &'static str,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -142,6 +147,8 @@ pub struct Metrics {
     crawler_charged_cents: Family<CrawlerLabel, Counter>,
     /// Requests of known crawlers to paths the origin's robots.txt disallows for them.
     robots_violations: Family<CrawlerLabel, Counter>,
+    /// Known crawlers' requests in zones with crawl control, by crawler, behavior and action.
+    crawl_requests: Family<CrawlLabels, Counter>,
     /// The zone label of requests no zone served.
     no_zone: Arc<str>,
     /// Origin HTML converted to Markdown.
@@ -283,9 +290,17 @@ impl Metrics {
              crawler (catalog names; other for the rest)",
             robots_violations.clone(),
         );
+        let crawl_requests = Family::<CrawlLabels, Counter>::default();
+        registry.register(
+            "crawl_requests",
+            "Requests of known crawlers in zones with crawl control, by zone, crawler, behavior, \
+             action (allow, block, charge) and outcome (allowed, free, forwarded, refused)",
+            crawl_requests.clone(),
+        );
         Metrics {
             crawler_charged_cents,
             robots_violations,
+            crawl_requests,
             markdown,
             markdown_cache,
             identity,
@@ -450,17 +465,34 @@ impl Metrics {
         OutcomeCounter(self.key_directory_fetches.clone())
     }
 
-    /// A charge recorded in the ledger: `crawler` is the crawler's catalog name (`None`: other).
-    pub fn observe_crawler_charged(&self, crawler: Option<&'static str>, cents: u64) {
+    /// A charge recorded in the ledger, by the crawler's catalog name.
+    pub fn observe_crawler_charged(&self, crawler: &Arc<str>, cents: u64) {
         self.crawler_charged_cents
-            .get_or_create(&CrawlerLabel::new(crawler))
+            .get_or_create(&CrawlerLabel {
+                crawler: Arc::clone(crawler),
+            })
             .inc_by(cents);
     }
 
     /// A request of a known crawler to a path robots.txt disallows for it.
-    pub fn observe_robots_violation(&self, crawler: Option<&'static str>) {
+    pub fn observe_robots_violation(&self, crawler: &Arc<str>) {
         self.robots_violations
-            .get_or_create(&CrawlerLabel::new(crawler))
+            .get_or_create(&CrawlerLabel {
+                crawler: Arc::clone(crawler),
+            })
+            .inc();
+    }
+
+    /// A known crawler's request in a zone with crawl control.
+    pub fn observe_crawl(&self, zone: &Arc<str>, step: &signpost_policy::CrawlStep) {
+        self.crawl_requests
+            .get_or_create(&CrawlLabels {
+                zone: Arc::clone(zone),
+                crawler: Arc::clone(&step.crawler.name),
+                behavior: step.crawler.behaviors.as_str(),
+                action: step.action.as_str(),
+                outcome: step.outcome.as_str(),
+            })
             .inc();
     }
 

@@ -55,9 +55,23 @@ pub fn response_filter(
     response: &mut ResponseHeader,
     ctx: &mut RequestCtx,
 ) -> Result<()> {
-    let Some(Reshaped { head, body }) = reshape(session, response, ctx)? else {
+    let Some(reshaped) = reshape(session, response, ctx)? else {
         return Ok(());
     };
+    replace(session, response, ctx, reshaped)
+}
+
+/// Puts `answer` in place of the origin's `response`: its head now, its body in place of the
+/// origin's (`body_filter`), or through `fail_to_proxy` when the origin declared an empty body
+/// (no body call would come to carry it). Used for reshaped errors and for crawl answers that
+/// replace a response (`crawl.rs`).
+pub fn replace(
+    session: &Session,
+    response: &mut ResponseHeader,
+    ctx: &mut RequestCtx,
+    answer: Reshaped,
+) -> Result<()> {
+    let Reshaped { head, body } = answer;
     let head_only = session.req_header().method == http::Method::HEAD;
     let declared_empty = response
         .headers

@@ -197,6 +197,10 @@ impl ProxyHttp for Edge {
             Box::pin(self.answer(session, ctx, refusal.entry, refusal.retry_after)).await?;
             return Ok(true);
         }
+        if let Some(managed) = self.robots_txt(session, ctx, &loaded) {
+            Box::pin(crate::robots::write_managed(session, ctx, managed)).await?;
+            return Ok(true);
+        }
         match self.markdown_wanted(session, ctx) {
             // Boxed only when used: the conversion's future is large, and building it for every
             // proxied request would copy it for nothing.
@@ -283,6 +287,13 @@ impl ProxyHttp for Edge {
                 }
             });
         crate::identify::add_origin_header(upstream, ctx.identity.as_deref(), header);
+        if ctx.robots.is_some() {
+            // The edge reads robots.txt (and may put its block before it): ask for all of it,
+            // as it is.
+            for name in &crate::robots::UNWANTED_REQUEST_HEADERS {
+                upstream.remove_header(name);
+            }
+        }
         Ok(())
     }
 
@@ -301,6 +312,16 @@ impl ProxyHttp for Edge {
         if ctx.zone().is_some_and(|z| z.markdown.enabled) {
             crate::markdown::add_vary_accept(response)?;
         }
+        if ctx.crawl.is_some() {
+            let ledger = ctx.policy.as_ref().and_then(|l| l.ledger.clone());
+            crate::crawl::settle(session, response, ctx, ledger.as_ref()).await?;
+            if ctx.replacing.is_some() {
+                return Ok(());
+            }
+        }
+        if ctx.robots.is_some() && crate::robots::response_filter(session, response, ctx)? {
+            return Ok(());
+        }
         if response.status.as_u16() >= 400 {
             crate::origin_errors::response_filter(session, response, ctx)?;
         }
@@ -313,11 +334,16 @@ impl ProxyHttp for Edge {
         &self,
         _session: &mut Session,
         body: &mut Option<bytes::Bytes>,
-        _end_of_stream: bool,
+        end_of_stream: bool,
         ctx: &mut Self::CTX,
     ) -> Result<Option<std::time::Duration>> {
         if let Some(replacing) = ctx.replacing.as_mut() {
             crate::origin_errors::body_filter(body, replacing)?;
+        } else if let Some(robots) = ctx.robots.as_mut() {
+            *body = robots.chunk(body.take());
+            if end_of_stream {
+                crate::robots::keep_origin_file(ctx);
+            }
         }
         Ok(None)
     }
@@ -406,6 +432,10 @@ impl ProxyHttp for Edge {
             bot_status = ctx.identity.as_ref().map_or("-", |i| i.status.as_str()),
             signature = ctx.identity.as_ref().map_or("-", |i| i.signature.outcome.as_str()),
             markdown_cache = ctx.markdown_cache.map_or("-", |s| s.as_str()),
+            crawl = ctx.crawl.as_ref().map_or("-", |c| c.action.as_str()),
+            crawl_outcome = ctx.crawl.as_ref().map_or("-", |c| c.outcome.as_str()),
+            charged_cents = ctx.charged.map_or(0, |p| p.cents()),
+            robots = %LogSafe(ctx.robots_violation.as_ref().map_or("-", |v| &v.directive)),
         );
     }
 }
@@ -453,6 +483,13 @@ impl Edge {
         if !decision.identity.is_nobody() {
             self.metrics.identity.observe(&decision.identity);
             ctx.identity = Some(Box::new(std::mem::take(&mut decision.identity)));
+            self.check_robots(session, ctx, loaded);
+        }
+        if let Some(step) = decision.crawl.take() {
+            if let Some(zone) = ctx.zone() {
+                self.metrics.observe_crawl(&zone.name, &step);
+            }
+            ctx.crawl = Some(step);
         }
         for rule in &decision.logged {
             tracing::info!(ray_id = %ctx.ray_id, rule = %rule, client = %decision.client_ip, "log rule matched");
@@ -566,11 +603,71 @@ impl Edge {
         }
     }
 
+    /// Step 6b: `/robots.txt` on a zone that manages it or reads it. Returns the managed block
+    /// when the edge answers it alone (`replace`); otherwise prepares the request to read the
+    /// origin's file (and to put the managed block before it, in `prepend`).
+    fn robots_txt(
+        &self,
+        session: &Session,
+        ctx: &mut RequestCtx,
+        loaded: &Loaded,
+    ) -> Option<String> {
+        let zone = ctx.zone()?;
+        let req = session.req_header();
+        if !crate::robots::is_robots_path(req.uri.path())
+            || !(req.method == http::Method::GET || req.method == http::Method::HEAD)
+        {
+            return None;
+        }
+        let crawlers: Vec<signpost_policy::KnownCrawler<'_>> = loaded
+            .policy
+            .bot_catalog()
+            .map(|c| c.bots().iter().map(|b| (&**b).into()).collect())
+            .unwrap_or_default();
+        match crate::robots::plan(&zone.robots, zone.crawl.as_ref(), &crawlers) {
+            crate::robots::RobotsPlan::Replace { managed } => Some(managed),
+            crate::robots::RobotsPlan::Prepend { managed } => {
+                ctx.robots = Some(Box::new(crate::robots::RobotsBody::new(Some(managed))));
+                None
+            }
+            crate::robots::RobotsPlan::PassThrough => {
+                if loaded.policy.identifies() {
+                    ctx.robots = Some(Box::new(crate::robots::RobotsBody::new(None)));
+                }
+                None
+            }
+        }
+    }
+
+    /// A known crawler's request to a path the zone's robots.txt disallows for it: counted,
+    /// and noted for the access line. It is not refused for it (robots.txt is a request, not a
+    /// rule the edge enforces; crawl control is).
+    fn check_robots(&self, session: &Session, ctx: &mut RequestCtx, loaded: &Loaded) {
+        let Some(bot) = ctx.identity.as_ref().and_then(|i| i.bot.as_ref()) else {
+            return;
+        };
+        let Some(zone) = ctx.zone() else { return };
+        let path = session.req_header().uri.path();
+        if crate::robots::is_robots_path(path) {
+            return;
+        }
+        let violation =
+            loaded
+                .robots
+                .check(&self.metrics, &zone.name, &bot.name, &bot.robots_token, path);
+        ctx.robots_violation = violation.map(Box::new);
+    }
+
     /// Step 7, first half: whether the request negotiates Markdown on a zone that converts, and
     /// can have it (else it is counted as skipped); the zone's conversion settings when it does.
     fn markdown_wanted(&self, session: &Session, ctx: &mut RequestCtx) -> Option<MarkdownConfig> {
         use crate::markdown::{self, Outcome};
         let config = ctx.zone().filter(|z| z.markdown.enabled)?;
+        if ctx.robots.is_some() || ctx.crawl.as_ref().is_some_and(|c| c.charges()) {
+            // robots.txt is never converted; a charged page goes down the proxy path, where
+            // the charge is settled (conversion does not settle charges yet).
+            return None;
+        }
         let accept = crate::facts::accept(session);
         match markdown::wanted(session.req_header(), accept.as_deref())? {
             true => Some(config.markdown.clone()),
@@ -720,19 +817,24 @@ impl Edge {
             // The operator's error rule, if one matches this answer: asked here, where an error
             // is answered, and never on the way to the origin. Kept inside this block, so that
             // none of it is held across the write below.
-            let rule =
-                crate::error_rules::find(&loaded, session, ctx, entry.status, entry.code.get());
-            let format = crate::error_rules::format(
-                crate::facts::accept(session).as_deref(),
-                rule.as_ref().map(|r| r.custom),
-            );
-            let values = rule
-                .as_ref()
-                .map(|_| crate::error_rules::RequestValues::new(&loaded, session, ctx));
-            let dressing = rule
-                .as_ref()
+            // Crawl control's own answer speaks before any error rule, as a rule's own
+            // response does.
+            let crawl = crate::crawl::refusal(ctx).filter(|r| r.code() == entry.code);
+            let rule = match crawl {
+                Some(_) => None,
+                None => {
+                    crate::error_rules::find(&loaded, session, ctx, entry.status, entry.code.get())
+                }
+            };
+            let crawl_custom = crawl.map(crate::crawl::custom);
+            let custom = rule.as_ref().map(|r| r.custom).or(crawl_custom.as_ref());
+            let format =
+                crate::error_rules::format(crate::facts::accept(session).as_deref(), custom);
+            let values =
+                custom.map(|_| crate::error_rules::RequestValues::new(&loaded, session, ctx));
+            let dressing = custom
                 .zip(values.as_ref())
-                .map(|(rule, values)| values.dressing(std::borrow::Cow::Borrowed(rule.custom)));
+                .map(|(custom, values)| values.dressing(std::borrow::Cow::Borrowed(custom)));
             // The normalised host is only shown here, so it is worked out here rather than kept
             // (as an allocated copy) by every proxied request.
             let host = request_host(session);
@@ -746,6 +848,10 @@ impl Edge {
                 loaded.policy.problem_branding(),
                 dressing.as_ref(),
             )?;
+            let mut answer = answer;
+            if let Some(refusal) = crawl {
+                crate::crawl::add_headers(&mut answer.head, refusal)?;
+            }
             ctx.error_rule = rule.map(|r| r.id.into());
             answer
         };

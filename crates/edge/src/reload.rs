@@ -33,6 +33,12 @@ pub struct Loaded {
     /// `policy.zones()`. A reload keeps a zone's cache when the zone's Markdown settings and
     /// origin are unchanged, and starts it empty otherwise.
     markdown_caches: Vec<Option<Arc<ZoneCache>>>,
+    /// The ledger of charged responses, when the policy has `[ledger]`. A reload naming the same
+    /// directory keeps it (its writer holds the directory's lock).
+    pub ledger: Option<Arc<crate::ledger::Ledger>>,
+    /// The origins' robots.txt files, parsed, per zone; kept across reloads for the zones
+    /// that remain.
+    pub robots: Arc<crate::robots::RobotsStore>,
 }
 
 impl Loaded {
@@ -40,7 +46,7 @@ impl Loaded {
     pub fn load(
         path: &std::path::Path,
         previous: Option<&Loaded>,
-        metrics: &Metrics,
+        metrics: &Arc<Metrics>,
     ) -> Result<Loaded, signpost_policy::PolicyError> {
         let policy = CompiledPolicy::load(path, previous.map(|p| &p.policy))?;
         let zone_metrics = policy
@@ -85,12 +91,18 @@ impl Loaded {
             .iter()
             .map(|zone| markdown_cache_of(zone, previous, metrics))
             .collect();
+        let ledger = ledger_of(&policy, previous, metrics)?;
+        let robots = previous.map_or_else(Default::default, |p| Arc::clone(&p.robots));
+        let zone_names: Vec<Arc<str>> = policy.zones().iter().map(|z| z.name.clone()).collect();
+        robots.retain_zones(&zone_names);
         Ok(Loaded {
             policy,
             zone_metrics,
             fleet,
             identifier,
             markdown_caches,
+            ledger,
+            robots,
         })
     }
 
@@ -137,6 +149,46 @@ impl Loaded {
             count.answer(verdict);
         }
     }
+}
+
+/// The policy's ledger: the previous policy's when it names the same directory, else opened
+/// (a directory that cannot be opened, or whose lock another process holds, refuses the policy,
+/// so that no charge is ever made without a place to record it).
+fn ledger_of(
+    policy: &CompiledPolicy,
+    previous: Option<&Loaded>,
+    metrics: &Arc<Metrics>,
+) -> Result<Option<Arc<crate::ledger::Ledger>>, signpost_policy::PolicyError> {
+    let Some(config) = policy.ledger() else {
+        return Ok(None);
+    };
+    if let Some((ledger, old)) = previous.and_then(|p| p.ledger.as_ref().zip(p.policy.ledger()))
+        && old.dir == config.dir
+    {
+        if old != config {
+            tracing::warn!("[ledger] rotation changes take effect only after a restart");
+        }
+        return Ok(Some(Arc::clone(ledger)));
+    }
+    let options = crate::ledger::LedgerOptions {
+        rotate_bytes: config.rotate_bytes,
+        rotate_every: Some(config.rotate_every),
+        ..Default::default()
+    };
+    crate::ledger::Ledger::open(&config.dir, options, Some(Arc::clone(metrics)))
+        .map(|l| Some(Arc::new(l)))
+        .map_err(|e| {
+            signpost_policy::PolicyError::single(signpost_policy::Problem {
+                kind: signpost_policy::ProblemKind::Read,
+                message: format!(
+                    "cannot open the ledger in {}: {e}",
+                    config.dir.display()
+                ),
+                source: "[ledger]".to_owned(),
+                location: None,
+                hint: None,
+            })
+        })
 }
 
 /// A zone's converted-page cache: the previous policy's when the zone of the same name converted

@@ -19,6 +19,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
+use pingora::http::ResponseHeader;
 use signpost_policy::{KnownCrawler, RobotsConfig, RobotsMode, glob_matches, managed_block};
 
 /// The most of an origin's robots.txt that is parsed (Google's limit, 500 KiB).
@@ -232,13 +233,13 @@ impl RobotsStore {
     }
 
     /// [`is_disallowed`](Self::is_disallowed), counted in
-    /// `signpost_robots_violations_total{crawler}` when it is (`crawler_label`: the catalog name,
-    /// `None` for other). The caller logs the returned rule on the access line.
+    /// `signpost_robots_violations_total{crawler}` when it is (`crawler_label`: the catalog
+    /// name). The caller logs the returned rule on the access line.
     pub fn check(
         &self,
         metrics: &crate::metrics::Metrics,
         zone: &str,
-        crawler_label: Option<&'static str>,
+        crawler_label: &Arc<str>,
         token: &str,
         path: &str,
     ) -> Option<Violation> {
@@ -334,6 +335,11 @@ impl RobotsBody {
         }
     }
 
+    /// The managed block, taken out (for an origin without a file, answered alone).
+    pub fn take_prefix(&mut self) -> bytes::Bytes {
+        self.prefix.take().unwrap_or_default()
+    }
+
     /// The bytes the managed block adds to the origin's `Content-Length`.
     pub fn added_len(&self) -> usize {
         self.prefix.as_ref().map_or(0, bytes::Bytes::len)
@@ -361,6 +367,133 @@ impl RobotsBody {
     pub fn finish(self) -> RobotsTxt {
         RobotsTxt::parse(&self.seen)
     }
+}
+
+// === In the pipeline ===
+
+/// The head of a robots.txt the edge answers itself: `200 text/plain`, `len` bytes.
+fn managed_head(ctx: &mut crate::ctx::RequestCtx, len: usize) -> pingora::Result<ResponseHeader> {
+    let mut head = ResponseHeader::build(200, Some(4))?;
+    head.insert_header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")?;
+    head.insert_header(http::header::CONTENT_LENGTH, len.to_string())?;
+    head.insert_header(&crate::ray::CF_RAY, ctx.ray_header())?;
+    Ok(head)
+}
+
+/// Answers `/robots.txt` with the managed block alone (`replace`).
+pub async fn write_managed(
+    session: &mut pingora::proxy::Session,
+    ctx: &mut crate::ctx::RequestCtx,
+    managed: String,
+) -> pingora::Result<()> {
+    let head = managed_head(ctx, managed.len())?;
+    let head_only = session.req_header().method == http::Method::HEAD;
+    session
+        .write_response_header(Box::new(head), head_only)
+        .await?;
+    if !head_only {
+        session
+            .write_response_body(Some(bytes::Bytes::from(managed)), true)
+            .await?;
+    }
+    Ok(())
+}
+
+/// The request headers that would keep the origin from sending its whole file as is: the edge
+/// reads it, and in `prepend` changes it, so it asks for all of it, uncompressed.
+pub const UNWANTED_REQUEST_HEADERS: [http::header::HeaderName; 5] = [
+    http::header::ACCEPT_ENCODING,
+    http::header::RANGE,
+    http::header::IF_RANGE,
+    http::header::IF_NONE_MATCH,
+    http::header::IF_MODIFIED_SINCE,
+];
+
+/// The origin's answer to `/robots.txt`, for a request the edge reads it for (`ctx.robots`).
+/// Returns whether the edge replaced the answer (the managed block alone, when `prepend` meets
+/// an origin without a file). Otherwise the body goes through [`RobotsBody::chunk`], or, when
+/// it cannot be read (not a 200, compressed all the same), passes untouched and unread.
+pub fn response_filter(
+    session: &pingora::proxy::Session,
+    response: &mut ResponseHeader,
+    ctx: &mut crate::ctx::RequestCtx,
+) -> pingora::Result<bool> {
+    let Some(robots) = ctx.robots.as_deref_mut() else {
+        return Ok(false);
+    };
+    let status = response.status.as_u16();
+    let encoded = response
+        .headers
+        .get(http::header::CONTENT_ENCODING)
+        .is_some_and(|v| !v.as_bytes().eq_ignore_ascii_case(b"identity"));
+    let prepending = robots.added_len() > 0;
+    let outcome = if prepending {
+        prepend_status(status)
+    } else if status == 200 {
+        PrependOutcome::Prepend
+    } else {
+        PrependOutcome::PassThrough
+    };
+    match outcome {
+        PrependOutcome::PassThrough => {
+            ctx.robots = None;
+            Ok(false)
+        }
+        PrependOutcome::Prepend if encoded => {
+            // Text cannot go before a compressed body, and it cannot be read: the origin's
+            // file passes as it is.
+            ctx.robots = None;
+            Ok(false)
+        }
+        PrependOutcome::Prepend => {
+            if prepending {
+                let added = robots.added_len();
+                if let Some(len) = response
+                    .headers
+                    .get(http::header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.trim().parse::<usize>().ok())
+                {
+                    response.insert_header(
+                        http::header::CONTENT_LENGTH,
+                        (len + added).to_string(),
+                    )?;
+                }
+                // The origin's validators describe the origin's file, not this one.
+                response.remove_header(&http::header::ETAG);
+                response.remove_header(&http::header::LAST_MODIFIED);
+            }
+            Ok(false)
+        }
+        PrependOutcome::ManagedAlone => {
+            let managed = robots.take_prefix();
+            ctx.robots = None;
+            let head = managed_head(ctx, managed.len())?;
+            crate::origin_errors::replace(
+                session,
+                response,
+                ctx,
+                crate::origin_errors::Reshaped {
+                    head,
+                    body: managed,
+                },
+            )?;
+            Ok(true)
+        }
+    }
+}
+
+/// The origin's file has been read to its end: parse it and keep it as the zone's.
+pub fn keep_origin_file(ctx: &mut crate::ctx::RequestCtx) {
+    let Some(robots) = ctx.robots.take() else {
+        return;
+    };
+    let (Some(loaded), Some(zone)) = (ctx.policy.as_ref(), ctx.zone()) else {
+        return;
+    };
+    let file = robots.finish();
+    tracing::debug!(zone = %zone.name, rules = file.rule_count(), "robots.txt read from the origin");
+    loaded.robots.update(&zone.name, file);
 }
 
 #[cfg(test)]
@@ -483,17 +616,17 @@ Disallow:
         let metrics = crate::metrics::Metrics::new();
         assert!(
             store
-                .check(&metrics, "www", Some("GPTBot"), "GPTBot", "/private/")
+                .check(&metrics, "www", &Arc::from("GPTBot"), "GPTBot", "/private/")
                 .is_some()
         );
         assert!(
             store
-                .check(&metrics, "www", Some("GPTBot"), "GPTBot", "/open")
+                .check(&metrics, "www", &Arc::from("GPTBot"), "GPTBot", "/open")
                 .is_none()
         );
         assert!(
             store
-                .check(&metrics, "www", None, "GPTBot", "/private/x")
+                .check(&metrics, "www", &Arc::from("OtherBot"), "GPTBot", "/private/x")
                 .is_some()
         );
         let text = metrics.encode();
@@ -502,7 +635,7 @@ Disallow:
             "{text}"
         );
         assert!(
-            text.contains("signpost_robots_violations_total{crawler=\"other\"} 1"),
+            text.contains("signpost_robots_violations_total{crawler=\"OtherBot\"} 1"),
             "{text}"
         );
         store.retain_zones(&[Arc::from("other")]);

@@ -36,6 +36,8 @@ pub struct CompiledPolicy {
     rules: Rules,
     /// How requests are identified; `None` when nothing in the policy asks who is asking.
     identification: Option<Identification>,
+    /// `[ledger]`: where charged responses are recorded.
+    ledger: Option<crate::crawl::LedgerConfig>,
 }
 
 /// The policy's way of telling who is asking.
@@ -65,7 +67,11 @@ impl CompiledPolicy {
         };
         let policy = policy::validate(&file, &mut d, base_dir);
         let rules = rules::validate(&file, &mut d, base_dir);
-        let identification = (file.bots.is_some() || !file.bot.is_empty() || rules.identity_needed)
+        let crawl_control = file.zone.iter().any(|z| z.get_ref().crawl.is_some());
+        let identification = (file.bots.is_some()
+            || !file.bot.is_empty()
+            || rules.identity_needed
+            || crawl_control)
             .then(|| Identification {
                 config: file
                     .bots
@@ -74,6 +80,28 @@ impl CompiledPolicy {
                     .unwrap_or_default(),
                 catalog: bots::validate(&file.bot, &mut d),
             });
+        if let Some(identification) = &identification {
+            for zone in &file.zone {
+                if let Some(crawl) = &zone.get_ref().crawl {
+                    crate::crawl::check_bot_names(&mut d, crawl, &identification.catalog);
+                }
+            }
+        }
+        let ledger = file
+            .ledger
+            .as_ref()
+            .map(|l| crate::crawl::compile_ledger(&mut d, l, base_dir));
+        if ledger.is_none() {
+            for zone in &file.zone {
+                if let Some(at) = zone.get_ref().crawl.as_ref().and_then(crate::crawl::first_charge) {
+                    d.at(
+                        ProblemKind::Invalid,
+                        at,
+                        "a zone that charges crawlers needs a [ledger] table with the `dir` where the edge records every charged response",
+                    );
+                }
+            }
+        }
         let mut hosts = HostTable::default();
         for (i, zone) in policy.zones.iter().enumerate() {
             for (pattern, at) in &zone.patterns {
@@ -107,6 +135,7 @@ impl CompiledPolicy {
             hosts,
             rules,
             identification,
+            ledger,
         })
     }
 
@@ -215,6 +244,11 @@ impl CompiledPolicy {
         self.identification.as_ref().map(|i| &i.config)
     }
 
+    /// `[ledger]`, when the policy has one (a zone that charges crawlers needs it).
+    pub fn ledger(&self) -> Option<&crate::crawl::LedgerConfig> {
+        self.ledger.as_ref()
+    }
+
     /// The known bots, when the policy identifies requests.
     pub fn bot_catalog(&self) -> Option<&BotCatalog> {
         self.identification.as_ref().map(|i| &i.catalog)
@@ -258,6 +292,7 @@ impl CompiledPolicy {
             logged: Vec::new(),
             fleet: Vec::new(),
             identity: Identity::default(),
+            crawl: None,
         }
     }
 
@@ -353,6 +388,16 @@ impl CompiledPolicy {
                 )
             });
         }
+        if trust == Trust::Unknown {
+            self.crawl_control(zone, facts, &cx, d, t)?; // 1020, 402, 400, 403
+        } else {
+            t.phase(|| {
+                TraceStep::phase(
+                    "crawl_control",
+                    "skipped: an access allow rule vouched for the client",
+                )
+            });
+        }
         t.phase(|| TraceStep::phase("rate_limits", "every rule whose expression matches counts the request under its key; the first over its limit refuses (1015)"));
         rules::check_rate_limits(&r.rate, &cx, now, d, t) // 1015
     }
@@ -395,6 +440,67 @@ impl CompiledPolicy {
         });
         d.identity = identity.clone();
         cx.identity = identity;
+    }
+
+    /// Crawl control: the zone's action for the known crawler the request is or claims to be
+    /// (allow, block, or charge with pay per crawl's exchange). After the custom rules, so that
+    /// the operator's own `allow` or `block` for a request comes first; before the rate limits,
+    /// so that a crawler's refused requests cost the origin's budget nothing.
+    fn crawl_control<T: Tracer>(
+        &self,
+        zone: usize,
+        facts: &RequestFacts<'_>,
+        cx: &Cx<'_>,
+        d: &mut Decision,
+        t: &mut T,
+    ) -> ControlFlow<()> {
+        let Some(config) = &self.zones[zone].crawl else {
+            t.phase(|| TraceStep::phase("crawl_control", "not configured"));
+            return ControlFlow::Continue(());
+        };
+        let path = facts.uri.split('?').next().unwrap_or("");
+        let exact = crate::crawl::payment_header(facts.headers, "crawler-exact-price");
+        let max = crate::crawl::payment_header(facts.headers, "crawler-max-price");
+        let headers = crate::crawl::PaymentHeaders {
+            exact: exact.as_deref(),
+            max: max.as_deref(),
+        };
+        let step = crate::crawl::control(config, &cx.identity, path, headers);
+        t.phase(|| {
+            TraceStep::phase(
+                "crawl_control",
+                "the zone's action for a known crawler: allow, block (402 or 403), or charge (pay per crawl)",
+            )
+        });
+        t.rule(|| match &step {
+            None => TraceStep::rule(
+                "crawl_control",
+                false,
+                "not a known crawler, or a path crawl control never refuses",
+            ),
+            Some(step) => {
+                let refused = matches!(step.outcome, crate::crawl::CrawlOutcome::Refused(_));
+                TraceStep::rule("crawl_control", refused, step.outcome.as_str())
+                    .action(step.action.as_str())
+                    .param("crawler", &*step.crawler.name)
+                    .param("impostor", if step.impostor { "true" } else { "false" })
+            }
+        });
+        let Some(step) = step else {
+            return ControlFlow::Continue(());
+        };
+        let refused = match &step.outcome {
+            crate::crawl::CrawlOutcome::Refused(refusal) => Some(refusal.code()),
+            _ => None,
+        };
+        d.crawl = Some(Box::new(step));
+        match refused {
+            Some(code) => {
+                d.verdict = Verdict::refuse(code);
+                ControlFlow::Break(())
+            }
+            None => ControlFlow::Continue(()),
+        }
     }
 
     /// Host routing: the zone serving the Host; 1003 for an IP literal no zone lists, 1001 for

@@ -552,6 +552,12 @@ impl Refusal {
     pub fn status(&self) -> u16 {
         self.error.status()
     }
+
+    /// `InternalError` (500): the edge could not record a charge, so it charges nothing and
+    /// sends nothing the crawler would have paid for.
+    pub fn internal_error() -> Refusal {
+        Refusal::new(CrawlerError::InternalError)
+    }
 }
 
 /// What Web Bot Auth made of the request's payment intent.
@@ -752,6 +758,289 @@ pub fn settle(
             price,
         )),
     }
+}
+
+// === The phase ===
+
+/// What crawl control made of a request from a known crawler (the decision's `crawl`): who,
+/// which action applied, and what follows from it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrawlStep {
+    /// The known bot the request is, or claims to be.
+    pub crawler: std::sync::Arc<crate::Bot>,
+    /// The action that applied: the bot's, or the zone's `impostors` for a failed claim.
+    pub action: CrawlAction,
+    /// Whether the request claimed the bot and failed every check of it.
+    pub impostor: bool,
+    /// What the edge does with the request.
+    pub outcome: CrawlOutcome,
+}
+
+/// What the edge does with a known crawler's request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CrawlOutcome {
+    /// Proxied as any request.
+    Allowed,
+    /// A crawler set to charge, on a path that is free: proxied, not charged.
+    Free,
+    /// A crawler set to charge, with a signed payment intent: proxied, and the origin's answer
+    /// settled by [`settle`] against `price` (the zone's; the origin may set its own).
+    Forward {
+        /// What the crawler agreed to pay.
+        intent: Intent,
+        /// The zone's price.
+        price: Price,
+    },
+    /// Refused: the verdict carries [`CrawlRefusal::code`].
+    Refused(CrawlRefusal),
+}
+
+/// A crawl control answer: the catalog code whose problem it is, with the status, the
+/// `crawler-error` and `crawler-price` headers and the detail that make it a crawl answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrawlRefusal {
+    /// The HTTP status.
+    pub status: u16,
+    /// The `crawler-error` header; `None` for a plain block (the licensing message says why).
+    pub error: Option<CrawlerError>,
+    /// The `crawler-price` header, on the 402s.
+    pub advertise: Option<Price>,
+    /// The problem's detail: the operator's licensing message for a block, else what the
+    /// `crawler-error` means and how to go on.
+    pub detail: String,
+}
+
+impl CrawlRefusal {
+    /// A block: the zone's status and licensing message, or `CrawlerForbidden` for a blocked
+    /// crawler that offers to pay.
+    pub fn block(config: &CrawlConfig, headers: PaymentHeaders<'_>) -> CrawlRefusal {
+        let (status, error) = block_answer(config, headers);
+        let detail = match (&config.message, error) {
+            (Some(message), _) => message.clone(),
+            (None, Some(error)) => error.explain(None).to_owned(),
+            (None, None) => "The owner of this site does not allow this crawler.".to_owned(),
+        };
+        CrawlRefusal {
+            status,
+            error,
+            advertise: None,
+            detail,
+        }
+    }
+
+    /// A refusal of the pay-per-crawl exchange.
+    pub fn exchange(refusal: Refusal) -> CrawlRefusal {
+        CrawlRefusal {
+            status: refusal.status(),
+            error: Some(refusal.error),
+            advertise: refusal.advertise,
+            detail: refusal.error.explain(refusal.advertise),
+        }
+    }
+
+    /// The catalog code whose problem answers it: [`BLOCK_CODE`] for a block, else the
+    /// `crawler-error`'s ([`CrawlerError::code`]).
+    pub fn code(&self) -> Code {
+        self.error.map_or(BLOCK_CODE, CrawlerError::code)
+    }
+}
+
+impl CrawlerError {
+    /// What the code means for the crawler, and what to do next: the detail of its problem.
+    /// `price` is the page's price, on the 402s.
+    pub fn explain(self, price: Option<Price>) -> String {
+        let price = price.map_or_else(|| "the price".to_owned(), |p| p.to_string());
+        match self {
+            CrawlerError::CrawlerForbidden => "The owner of this site does not allow this crawler; paying does not change that.".to_owned(),
+            CrawlerError::StrongAuthRequired => "Paying for a page needs a Web Bot Auth signature that verifies and covers the crawler-exact-price or crawler-max-price header.".to_owned(),
+            CrawlerError::InvalidSignature => "The Web Bot Auth signature of this request does not verify.".to_owned(),
+            CrawlerError::InvalidCrawlerPriceValue => "The price header is not a price: write `USD` and an amount with at most two decimals, e.g. `USD 0.01`.".to_owned(),
+            CrawlerError::MissingCrawlerPrice => format!("This page costs {price} per crawl. Retry with a `crawler-exact-price: {price}` or a `crawler-max-price` header, covered by your Web Bot Auth signature."),
+            CrawlerError::PaymentFailed => "The payment could not be made.".to_owned(),
+            CrawlerError::InvalidCrawlerExactPrice => format!("This page costs {price}, not the price offered in crawler-exact-price. Retry with `crawler-exact-price: {price}`."),
+            CrawlerError::InvalidCrawlerMaxPrice => format!("This page costs {price}, more than crawler-max-price. Retry with a higher maximum, or leave the page."),
+            CrawlerError::ConflictingPriceHeaders => "Send crawler-exact-price or crawler-max-price, not both.".to_owned(),
+            CrawlerError::InvalidContentPrice => "The origin priced this page with a crawler-price that is not a price; nothing was charged.".to_owned(),
+            CrawlerError::InternalError => "The edge could not record the charge; nothing was charged. Retry later.".to_owned(),
+        }
+    }
+}
+
+/// The request's payment header `name` as crawl control reads it: its value; its lines joined
+/// with `, ` when it was sent more than once (no price parses so, and the exchange refuses it);
+/// `None` when it was not sent.
+pub fn payment_header<'h>(
+    headers: &'h http::HeaderMap,
+    name: &str,
+) -> Option<std::borrow::Cow<'h, [u8]>> {
+    let mut values = headers.get_all(name).iter();
+    let first = values.next()?;
+    let mut rest = values.peekable();
+    if rest.peek().is_none() {
+        return Some(std::borrow::Cow::Borrowed(first.as_bytes()));
+    }
+    let mut joined = first.as_bytes().to_vec();
+    for v in rest {
+        joined.extend_from_slice(b", ");
+        joined.extend_from_slice(v.as_bytes());
+    }
+    Some(std::borrow::Cow::Owned(joined))
+}
+
+/// Crawl control for one request of the zone `config` governs: `None` when it has nothing to
+/// say (a path always free, or not a known crawler), else the step.
+///
+/// Which requests it concerns: those of a known bot, verified or only claimed. A block or a
+/// charge applies to a claim that could not be verified yet (or cannot be verified at all):
+/// claiming a crawler the owner refuses buys nothing, and a charge can only be paid with a Web
+/// Bot Auth signature anyway. A claim that failed every check gets the zone's `impostors`.
+/// `path` is the request's path without its query.
+pub fn control(
+    config: &CrawlConfig,
+    identity: &crate::Identity,
+    path: &str,
+    headers: PaymentHeaders<'_>,
+) -> Option<CrawlStep> {
+    let crawler = identity.bot.as_ref()?;
+    if is_always_free(path) {
+        return None;
+    }
+    let impostor = identity.claim_failed();
+    let action = if impostor {
+        config.impostors
+    } else {
+        config.action_for(&crawler.name, crawler.behaviors)
+    };
+    let outcome = match action {
+        CrawlAction::Allow => CrawlOutcome::Allowed,
+        CrawlAction::Block => CrawlOutcome::Refused(CrawlRefusal::block(config, headers)),
+        CrawlAction::Charge => {
+            let auth = PaymentAuth::of(&identity.signature, headers);
+            match charge_request(config.price, headers, auth, config.is_free_path(path)) {
+                RequestOutcome::Free => CrawlOutcome::Free,
+                RequestOutcome::Forward(intent) => CrawlOutcome::Forward {
+                    intent,
+                    price: config.price,
+                },
+                RequestOutcome::Refuse(refusal) => {
+                    CrawlOutcome::Refused(CrawlRefusal::exchange(refusal))
+                }
+            }
+        }
+    };
+    Some(CrawlStep {
+        crawler: std::sync::Arc::clone(crawler),
+        action,
+        impostor,
+        outcome,
+    })
+}
+
+impl CrawlStep {
+    /// Whether the request forwarded a payment intent, to be settled on the origin's answer.
+    pub fn charges(&self) -> bool {
+        matches!(self.outcome, CrawlOutcome::Forward { .. })
+    }
+}
+
+impl CrawlOutcome {
+    /// A word for the access log and the metrics: `allowed`, `free`, `forwarded`, `refused`.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            CrawlOutcome::Allowed => "allowed",
+            CrawlOutcome::Free => "free",
+            CrawlOutcome::Forward { .. } => "forwarded",
+            CrawlOutcome::Refused(_) => "refused",
+        }
+    }
+}
+
+impl CrawlConfig {
+    /// Whether any crawler may be charged in this zone (so the policy needs a `[ledger]`).
+    pub fn may_charge(&self) -> bool {
+        [self.search, self.agent, self.training].contains(&CrawlAction::Charge)
+            || self.bots.iter().any(|(_, a)| *a == CrawlAction::Charge)
+    }
+}
+
+// === The ledger's settings ===
+
+/// `[ledger]`: where the edge keeps the record of charged responses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LedgerConfig {
+    /// The directory (relative paths resolve against the policy file's directory).
+    pub dir: std::path::PathBuf,
+    /// Rotate the live file once it holds this many bytes.
+    pub rotate_bytes: u64,
+    /// Rotate the live file once it is this old.
+    pub rotate_every: std::time::Duration,
+}
+
+/// The ledger's live file is rotated at this size unless the policy says otherwise (64 MiB).
+pub const DEFAULT_LEDGER_ROTATE_BYTES: u64 = 64 * 1024 * 1024;
+/// ... or at this age (a day).
+pub const DEFAULT_LEDGER_ROTATE_EVERY: std::time::Duration =
+    std::time::Duration::from_secs(24 * 60 * 60);
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct LedgerFile {
+    pub dir: Spanned<String>,
+    pub rotate_bytes: Option<Spanned<String>>,
+    pub rotate_every: Option<Spanned<String>>,
+}
+
+/// Checks `[ledger]`; relative `dir` resolves against `base_dir`.
+pub(crate) fn compile_ledger(
+    d: &mut Diagnostics<'_>,
+    file: &LedgerFile,
+    base_dir: &std::path::Path,
+) -> LedgerConfig {
+    let dir = file.dir.get_ref();
+    if dir.trim().is_empty() {
+        d.at(
+            ProblemKind::Invalid,
+            file.dir.span(),
+            "the ledger's dir must name a directory",
+        );
+    }
+    LedgerConfig {
+        dir: base_dir.join(dir),
+        rotate_bytes: file.rotate_bytes.as_ref().map_or(DEFAULT_LEDGER_ROTATE_BYTES, |v| {
+            crate::policy::size(d, v, DEFAULT_LEDGER_ROTATE_BYTES)
+        }),
+        rotate_every: crate::policy::duration(
+            d,
+            file.rotate_every.as_ref(),
+            DEFAULT_LEDGER_ROTATE_EVERY,
+        ),
+    }
+}
+
+/// Reports the `[zone.crawl] bots` overrides that name no bot of the catalog (the shipped one
+/// with the policy's `[[bot]]` changes): a typo would otherwise silently never apply.
+pub(crate) fn check_bot_names(d: &mut Diagnostics<'_>, file: &CrawlFile, catalog: &crate::BotCatalog) {
+    let Some(bots) = &file.bots else { return };
+    for (name, value) in bots.get_ref() {
+        if !catalog.bots().iter().any(|b| b.name.eq_ignore_ascii_case(name)) {
+            d.at(
+                ProblemKind::Invalid,
+                value.span(),
+                format!("no known bot is named `{name}`; the names are those of the shipped bot catalog and of the policy's [[bot]] entries"),
+            );
+        }
+    }
+}
+
+/// The first `"charge"` of a zone's `[zone.crawl]`, where a missing `[ledger]` is reported.
+pub(crate) fn first_charge(file: &CrawlFile) -> Option<std::ops::Range<usize>> {
+    let is_charge = |v: &&Spanned<String>| v.get_ref() == "charge";
+    [&file.search, &file.agent, &file.training]
+        .into_iter()
+        .flatten()
+        .find(is_charge)
+        .or_else(|| file.bots.as_ref()?.get_ref().values().find(is_charge))
+        .map(|v| v.span())
 }
 
 #[cfg(test)]

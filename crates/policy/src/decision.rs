@@ -48,6 +48,9 @@ pub struct Decision {
     /// Who the request is, when the policy identifies requests (`[bots]`, `[[bot]]`, or a rule
     /// reading a bot field); nobody in particular otherwise.
     pub identity: crate::identity::Identity,
+    /// What crawl control made of a known crawler's request, when its zone has `[zone.crawl]`.
+    /// Boxed: most requests are no crawler's.
+    pub crawl: Option<Box<crate::crawl::CrawlStep>>,
 }
 
 impl Decision {

@@ -78,7 +78,8 @@ impl PolicyError {
         PolicyError { problems }
     }
 
-    pub(crate) fn single(problem: Problem) -> PolicyError {
+    /// An error of one problem (the edge reports a policy it cannot put in service this way).
+    pub fn single(problem: Problem) -> PolicyError {
         PolicyError {
             problems: vec![problem],
         }

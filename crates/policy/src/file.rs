@@ -42,6 +42,8 @@ pub(crate) struct PolicyFile {
     /// `[[bot]]`: known bots added, changed or removed.
     #[serde(default)]
     pub bot: Vec<Spanned<crate::bots::BotFile>>,
+    /// `[ledger]`: where charged responses are recorded (pay per crawl).
+    pub ledger: Option<crate::crawl::LedgerFile>,
 }
 
 /// `[zone.origin_errors]`: the origin's own errors, for agents.

@@ -85,7 +85,9 @@ pub use bots::settings::{
 pub use bots::{Behaviors, Bot, BotCatalog, CATEGORIES, MAX_BOTS, normalize_agent};
 pub use compiled::CompiledPolicy;
 pub use crawl::{
-    ALWAYS_FREE_PATHS, BLOCK_CODE, CURRENCY, CrawlAction, CrawlConfig, CrawlerError, Intent,
+    ALWAYS_FREE_PATHS, BLOCK_CODE, CURRENCY, CrawlAction, CrawlConfig, CrawlOutcome, CrawlRefusal,
+    CrawlStep, CrawlerError, DEFAULT_LEDGER_ROTATE_BYTES, DEFAULT_LEDGER_ROTATE_EVERY, Intent,
+    LedgerConfig,
     MAX_PRICE_CENTS, PAYMENT_REQUIRED_CODE, PathGlob, PaymentAuth, PaymentHeaders, Price, Refusal,
     RequestOutcome, Settlement, block_answer, charge_request, glob_matches, is_always_free, settle,
 };

@@ -601,7 +601,7 @@ fn validate_connections(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Connectio
 }
 
 /// Parses a byte size ("100MB", "64KiB", "1024"), reporting a bad one at its place.
-fn size(d: &mut Diagnostics<'_>, value: &Spanned<String>, default: u64) -> u64 {
+pub(crate) fn size(d: &mut Diagnostics<'_>, value: &Spanned<String>, default: u64) -> u64 {
     size_text(value.get_ref()).unwrap_or_else(|why| {
         d.at(ProblemKind::Invalid, span(value), why);
         default

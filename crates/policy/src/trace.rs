@@ -25,6 +25,7 @@ pub const PHASES: &[&str] = &[
     "hotlink",
     "legal_rules",
     "custom_rules",
+    "crawl_control",
     "rate_limits",
 ];
 
