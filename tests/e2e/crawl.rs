@@ -233,11 +233,7 @@ fn setup(name: &str, ledger: &Path) -> Setup {
     let origin = CrawlOrigin::start();
     let cert = certs.0.join("directory-cert.pem");
     let (o, d) = (origin.addr, directory.origin());
-    let edge = Edge::start(
-        name,
-        |l, a| crawl_policy(l, a, o, &d, &cert, ledger),
-        &[],
-    );
+    let edge = Edge::start(name, |l, a| crawl_policy(l, a, o, &d, &cert, ledger), &[]);
     let client = crawl_client(&edge);
     let setup = Setup {
         origin,
@@ -275,8 +271,7 @@ impl Answer {
     }
 
     fn json(&self) -> serde_json::Value {
-        serde_json::from_str(&self.body)
-            .unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
     }
 
     fn ray(&self) -> String {
@@ -315,7 +310,9 @@ impl Setup {
 
     /// A request of PayBot, signed, covering (and sending) `price_headers`.
     fn paybot(&self, path: &str, price_headers: &[(&str, &str)]) -> Answer {
-        let headers = self.payer.headers_covering(&self.authority(), price_headers);
+        let headers = self
+            .payer
+            .headers_covering(&self.authority(), price_headers);
         self.send(
             "example.com",
             path,
@@ -387,7 +384,13 @@ fn crawlers_are_allowed_blocked_and_charged_with_cloudflares_headers() {
     let s = setup("crawl", &ledger.0);
 
     // Allowed: a verified search crawler.
-    let a = s.send("example.com", "/page", "SearchBot/1.0", "application/json", &[]);
+    let a = s.send(
+        "example.com",
+        "/page",
+        "SearchBot/1.0",
+        "application/json",
+        &[],
+    );
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.json()["path"], "/page");
     assert!(a.header("crawler-error").is_none());
@@ -395,14 +398,23 @@ fn crawlers_are_allowed_blocked_and_charged_with_cloudflares_headers() {
     // Blocked with 402 and the operator's licensing message, in each format; no crawler-error
     // (the message says why) and no price (a block is not for sale).
     let message = "Content licensing: write to licensing@example.com <for terms & prices>.";
-    let a = s.send("example.com", "/page", "AgentBot/2", "application/json", &[]);
+    let a = s.send(
+        "example.com",
+        "/page",
+        "AgentBot/2",
+        "application/json",
+        &[],
+    );
     assert_eq!(a.status, 402, "{}", a.body);
     let p = problem_of(&a);
     assert_eq!(p["error_code"], 1020);
     assert_eq!(p["status"], 402);
     assert_eq!(p["detail"], message);
     assert_eq!(p["retryable"], false);
-    assert_eq!(p["ray_id"].as_str().unwrap(), a.ray().split('-').next().unwrap());
+    assert_eq!(
+        p["ray_id"].as_str().unwrap(),
+        a.ray().split('-').next().unwrap()
+    );
     assert!(a.header("crawler-error").is_none());
     assert!(a.header("crawler-price").is_none());
     let a = s.send("example.com", "/page", "AgentBot/2", "text/markdown", &[]);
@@ -416,10 +428,19 @@ fn crawlers_are_allowed_blocked_and_charged_with_cloudflares_headers() {
     let page = scraper::Html::parse_document(&a.body);
     let text: String = page.root_element().text().collect();
     assert!(text.contains(message), "{}", a.body);
-    assert!(!a.body.contains("<for terms"), "the message is escaped in HTML");
+    assert!(
+        !a.body.contains("<for terms"),
+        "the message is escaped in HTML"
+    );
 
     // Blocked with 403 in a zone that says so; the same in Markdown.
-    let a = s.send("www.example.com", "/x", "AgentBot/2", "application/json", &[]);
+    let a = s.send(
+        "www.example.com",
+        "/x",
+        "AgentBot/2",
+        "application/json",
+        &[],
+    );
     assert_eq!(a.status, 403, "{}", a.body);
     assert_eq!(problem_of(&a)["error_code"], 1020);
     let a = s.send("www.example.com", "/x", "TrainBot", "text/markdown", &[]);
@@ -433,7 +454,13 @@ fn crawlers_are_allowed_blocked_and_charged_with_cloudflares_headers() {
 
     // A blocked crawler cannot pay its way in: CrawlerForbidden, 403.
     let offer = [("crawler-max-price".to_string(), "USD 10.00".to_string())];
-    let a = s.send("example.com", "/page", "AgentBot/2", "application/json", &offer);
+    let a = s.send(
+        "example.com",
+        "/page",
+        "AgentBot/2",
+        "application/json",
+        &offer,
+    );
     assert_eq!(a.status, 403, "{}", a.body);
     assert_eq!(a.header("crawler-error"), Some("CrawlerForbidden"));
     assert_eq!(problem_of(&a)["error_code"], 1020);
@@ -503,17 +530,31 @@ fn crawlers_are_allowed_blocked_and_charged_with_cloudflares_headers() {
     assert_eq!(a.header("crawler-error"), Some("StrongAuthRequired"));
     // A price header with no signature at all (TrainBot is verified by its address).
     let unsigned = [("crawler-exact-price".to_string(), "USD 0.01".to_string())];
-    let a = s.send("example.com", "/article", "TrainBot", "application/json", &unsigned);
+    let a = s.send(
+        "example.com",
+        "/article",
+        "TrainBot",
+        "application/json",
+        &unsigned,
+    );
     assert_eq!(a.status, 400, "{}", a.body);
     assert_eq!(a.header("crawler-error"), Some("StrongAuthRequired"));
     // A signature that does not verify.
-    let mut forged = s.payer.headers_covering(&s.authority(), &[("crawler-exact-price", "USD 0.01")]);
+    let mut forged = s
+        .payer
+        .headers_covering(&s.authority(), &[("crawler-exact-price", "USD 0.01")]);
     for (name, value) in &mut forged {
         if name == "signature" {
             *value = "sig1=:AAAA:".into();
         }
     }
-    let a = s.send("example.com", "/article", "TrainBot", "application/json", &forged);
+    let a = s.send(
+        "example.com",
+        "/article",
+        "TrainBot",
+        "application/json",
+        &forged,
+    );
     assert_eq!(a.status, 400, "{}", a.body);
     assert_eq!(a.header("crawler-error"), Some("InvalidSignature"));
     // The origin's own price: an exact offer of the zone's price is not enough...
@@ -615,11 +656,10 @@ fn crawlers_are_allowed_blocked_and_charged_with_cloudflares_headers() {
     // The access log says what crawl control did and what was charged.
     let log = s.edge.log();
     assert!(
-        log.lines()
-            .any(|l| l.contains("bot=\"PayBot\"")
-                && l.contains("crawl=\"charge\"")
-                && l.contains("crawl_outcome=\"forwarded\"")
-                && l.contains("charged_cents=5")),
+        log.lines().any(|l| l.contains("bot=\"PayBot\"")
+            && l.contains("crawl=\"charge\"")
+            && l.contains("crawl_outcome=\"forwarded\"")
+            && l.contains("charged_cents=5")),
         "{log}"
     );
 }
@@ -641,16 +681,27 @@ fn robots_txt_is_prepended_replaced_or_passed_through_and_violations_counted() {
     let a = s.send("example.com", "/robots.txt", "curl/8", "*/*", &[]);
     assert_eq!(a.status, 200);
     assert!(a.header("etag").is_none());
-    let (managed, origin) = a.body.split_at(a.body.find("User-agent: *\nDisallow").unwrap());
+    let (managed, origin) = a
+        .body
+        .split_at(a.body.find("User-agent: *\nDisallow").unwrap());
     assert_eq!(origin, ORIGIN_ROBOTS);
     assert!(
-        managed.contains("\nUser-agent: *\nContent-Signal: search=yes, ai-input=yes, ai-train=no\nAllow: /\n"),
+        managed.contains(
+            "\nUser-agent: *\nContent-Signal: search=yes, ai-input=yes, ai-train=no\nAllow: /\n"
+        ),
         "{managed}"
     );
-    assert!(managed.contains("\nUser-agent: AgentBot\nDisallow: /\n"), "{managed}");
-    assert!(!managed.contains("PayBot"), "charged crawlers may crawl, and pay");
+    assert!(
+        managed.contains("\nUser-agent: AgentBot\nDisallow: /\n"),
+        "{managed}"
+    );
+    assert!(
+        !managed.contains("PayBot"),
+        "charged crawlers may crawl, and pay"
+    );
     assert_eq!(
-        a.header("content-length").map(|v| v.parse::<usize>().unwrap()),
+        a.header("content-length")
+            .map(|v| v.parse::<usize>().unwrap()),
         Some(a.body.len())
     );
 
@@ -659,8 +710,16 @@ fn robots_txt_is_prepended_replaced_or_passed_through_and_violations_counted() {
     let a = s.send("www.example.com", "/robots.txt", "curl/8", "*/*", &[]);
     assert_eq!(a.status, 200);
     assert_eq!(a.header("content-type"), Some("text/plain; charset=utf-8"));
-    assert!(a.body.contains("Content-Signal: ai-train=no\n"), "{}", a.body);
-    assert!(a.body.contains("User-agent: TrainBot\nDisallow: /\n"), "{}", a.body);
+    assert!(
+        a.body.contains("Content-Signal: ai-train=no\n"),
+        "{}",
+        a.body
+    );
+    assert!(
+        a.body.contains("User-agent: TrainBot\nDisallow: /\n"),
+        "{}",
+        a.body
+    );
     assert!(!a.body.contains("/private/"));
     assert_eq!(s.origin.robots_asked.load(Ordering::SeqCst), asked);
     // ... and a crawler that the zone blocks still reads it.
@@ -670,7 +729,11 @@ fn robots_txt_is_prepended_replaced_or_passed_through_and_violations_counted() {
     // prepend on an origin without a file: the managed block alone, 200.
     let a = s.send("docs.example.com", "/robots.txt", "curl/8", "*/*", &[]);
     assert_eq!(a.status, 200, "{}", a.body);
-    assert!(a.body.contains("User-agent: TrainBot\nDisallow: /\n"), "{}", a.body);
+    assert!(
+        a.body.contains("User-agent: TrainBot\nDisallow: /\n"),
+        "{}",
+        a.body
+    );
     assert!(!a.body.contains("no such file"));
 
     // off: the origin's file as it is; once read, a known crawler's request to a path it
@@ -678,9 +741,21 @@ fn robots_txt_is_prepended_replaced_or_passed_through_and_violations_counted() {
     let a = s.send("plain.test", "/robots.txt", "curl/8", "*/*", &[]);
     assert_eq!(a.body, ORIGIN_ROBOTS);
     assert_eq!(a.header("etag"), Some("\"origin-robots\""));
-    let a = s.send("plain.test", "/private/report", "SearchBot/1", "application/json", &[]);
+    let a = s.send(
+        "plain.test",
+        "/private/report",
+        "SearchBot/1",
+        "application/json",
+        &[],
+    );
     assert_eq!(a.status, 200);
-    let a = s.send("plain.test", "/public", "SearchBot/1", "application/json", &[]);
+    let a = s.send(
+        "plain.test",
+        "/public",
+        "SearchBot/1",
+        "application/json",
+        &[],
+    );
     assert_eq!(a.status, 200);
     let (_, metrics) = admin_get(&s.edge, "/metrics");
     assert_eq!(
@@ -694,8 +769,8 @@ fn robots_txt_is_prepended_replaced_or_passed_through_and_violations_counted() {
     );
     let log = s.edge.log();
     assert!(
-        log.lines().any(|l| l.contains("/private/report")
-            && l.contains("robots=Disallow:%20/private/")),
+        log.lines()
+            .any(|l| l.contains("/private/report") && l.contains("robots=Disallow:%20/private/")),
         "{log}"
     );
 }
@@ -757,7 +832,11 @@ fn the_ledger_holds_every_charge_a_client_received_after_kill_9() {
         sent += n;
         received.extend(r);
     }
-    assert!(received.len() >= 100, "only {} charged responses", received.len());
+    assert!(
+        received.len() >= 100,
+        "only {} charged responses",
+        received.len()
+    );
     let records = ledger_records(&ledger.0);
     let rays: Vec<String> = records
         .iter()
@@ -766,11 +845,17 @@ fn the_ledger_holds_every_charge_a_client_received_after_kill_9() {
     let in_ledger: BTreeSet<String> = rays.iter().cloned().collect();
     assert_eq!(in_ledger.len(), rays.len(), "no record is duplicated");
     let lost: Vec<&String> = received.difference(&in_ledger).collect();
-    assert!(lost.is_empty(), "receipts missing from the ledger: {lost:?}");
+    assert!(
+        lost.is_empty(),
+        "receipts missing from the ledger: {lost:?}"
+    );
     // A record whose response had not reached its client when the edge died can only be one
     // of the requests in flight then: at most one per client.
     let unreceived = in_ledger.len() - received.len();
-    assert!(unreceived <= 4, "{unreceived} records without a receipt (sent {sent})");
+    assert!(
+        unreceived <= 4,
+        "{unreceived} records without a receipt (sent {sent})"
+    );
     drop(s);
 
     // Restarted on the same directory, the edge appends after what is there: nothing lost,
@@ -778,7 +863,10 @@ fn the_ledger_holds_every_charge_a_client_received_after_kill_9() {
     let s = setup("crawl-restart", &ledger.0);
     let mut after = Vec::new();
     for i in 0..3 {
-        let a = s.paybot(&format!("/after/{i}"), &[("crawler-exact-price", "USD 0.01")]);
+        let a = s.paybot(
+            &format!("/after/{i}"),
+            &[("crawler-exact-price", "USD 0.01")],
+        );
         assert_eq!(a.header("crawler-charged"), Some("USD 0.01"), "{}", a.body);
         after.push(a.ray());
     }
@@ -786,6 +874,10 @@ fn the_ledger_holds_every_charge_a_client_received_after_kill_9() {
         .iter()
         .map(|r| r["ray_id"].as_str().unwrap().to_string())
         .collect();
-    assert_eq!(now[..rays.len()], rays[..], "the records before the crash are kept as they were");
+    assert_eq!(
+        now[..rays.len()],
+        rays[..],
+        "the records before the crash are kept as they were"
+    );
     assert_eq!(now[rays.len()..], after[..]);
 }

@@ -42,7 +42,11 @@ impl Signer {
 
     /// The headers of a request for `authority` signed now, valid for 300 seconds, covering
     /// `@authority`, the `Signature-Agent` member and each of `extra` (sent with it).
-    pub fn headers_covering(&self, authority: &str, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+    pub fn headers_covering(
+        &self,
+        authority: &str,
+        extra: &[(&str, &str)],
+    ) -> Vec<(String, String)> {
         let created = now() - 1;
         let agent_member = format!("\"{}\"", self.agent);
         let mut components = String::from(r#""@authority" "signature-agent";key="sig1""#);

@@ -78,32 +78,32 @@ pub async fn settle(
         return Ok(());
     };
     let origin_price = response.headers.get(CRAWLER_PRICE).map(|v| v.as_bytes());
-    let refusal = match signpost_policy::settle(intent, price, response.status.as_u16(), origin_price)
-    {
-        Settlement::NoCharge => return Ok(()),
-        Settlement::Refuse(refusal) => CrawlRefusal::exchange(refusal),
-        Settlement::Charge(price) => {
-            let crawler = Arc::clone(&step.crawler.name);
-            match record(session, ctx, ledger, price, &crawler).await {
-                Ok(()) => {
-                    ctx.charged = Some(price);
-                    response.insert_header(CRAWLER_CHARGED, price.to_string())?;
-                    return Ok(());
-                }
-                Err(why) => {
-                    if LEDGER_LOG.allow() {
-                        tracing::error!(
-                            ray_id = %ctx.ray_id,
-                            crawler = %crawler,
-                            suppressed = LEDGER_LOG.take_suppressed(),
-                            "charge refused, the ledger could not record it: {why}"
-                        );
+    let refusal =
+        match signpost_policy::settle(intent, price, response.status.as_u16(), origin_price) {
+            Settlement::NoCharge => return Ok(()),
+            Settlement::Refuse(refusal) => CrawlRefusal::exchange(refusal),
+            Settlement::Charge(price) => {
+                let crawler = Arc::clone(&step.crawler.name);
+                match record(session, ctx, ledger, price, &crawler).await {
+                    Ok(()) => {
+                        ctx.charged = Some(price);
+                        response.insert_header(CRAWLER_CHARGED, price.to_string())?;
+                        return Ok(());
                     }
-                    CrawlRefusal::exchange(signpost_policy::Refusal::internal_error())
+                    Err(why) => {
+                        if LEDGER_LOG.allow() {
+                            tracing::error!(
+                                ray_id = %ctx.ray_id,
+                                crawler = %crawler,
+                                suppressed = LEDGER_LOG.take_suppressed(),
+                                "charge refused, the ledger could not record it: {why}"
+                            );
+                        }
+                        CrawlRefusal::exchange(signpost_policy::Refusal::internal_error())
+                    }
                 }
             }
-        }
-    };
+        };
     let answer = render(session, ctx, &refusal)?;
     ctx.error_code = Some(answer.code);
     ctx.format = Some(answer.format);
@@ -126,7 +126,9 @@ async fn record(
     crawler: &Arc<str>,
 ) -> std::result::Result<(), String> {
     let ledger = ledger.ok_or("the policy has no [ledger]")?;
-    let zone = ctx.zone().map_or_else(|| Arc::from("-"), |z| Arc::clone(&z.name));
+    let zone = ctx
+        .zone()
+        .map_or_else(|| Arc::from("-"), |z| Arc::clone(&z.name));
     let signature = ctx.identity.as_ref().map(|i| &i.signature);
     let record = LedgerRecord {
         time: std::time::SystemTime::now(),

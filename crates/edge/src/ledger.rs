@@ -36,9 +36,10 @@
 //! On open, a last line that is incomplete or does not parse (it was never acknowledged) is cut
 //! off, with everything after it. The live file is `ledger.jsonl`; when it reaches
 //! [`LedgerOptions::rotate_bytes`] or is older than [`LedgerOptions::rotate_every`], the writer
-//! renames it `ledger-<UTC timestamp>.jsonl` and opens a new one: a record is in exactly one
-//! file, and reading the rotated files in name order, then `ledger.jsonl`, reads every record
-//! once, oldest first. A lock file keeps a second process off the same directory.
+//! renames it `ledger-<sequence>-<UTC time>.jsonl` (the sequence zero-padded to ten digits,
+//! so that name order is sequence order whatever the clock does) and opens a new one: a record
+//! is in exactly one file, and reading the rotated files in name order, then `ledger.jsonl`,
+//! reads every record once, oldest first. A lock file keeps a second process off the same directory.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, BufRead, BufReader, Read, Write};
@@ -55,6 +56,9 @@ use crate::metrics::Metrics;
 pub const LEDGER_FILE: &str = "ledger.jsonl";
 /// The lock file's name.
 const LOCK_FILE: &str = "ledger.lock";
+/// How many times, and how far apart, opening retries a lock held by someone else.
+const LOCK_TRIES: u32 = 20;
+const LOCK_RETRY: Duration = Duration::from_millis(50);
 /// The longest line the ledger reads back; a longer one can only be damage (a record's fields
 /// are bounded by the request's own limits, far below this).
 const MAX_LINE: u64 = 1024 * 1024;
@@ -174,13 +178,25 @@ impl Ledger {
             .truncate(false)
             .write(true)
             .open(dir.join(LOCK_FILE))?;
-        lock.try_lock().map_err(|e| match e {
-            std::fs::TryLockError::WouldBlock => io::Error::new(
-                io::ErrorKind::WouldBlock,
-                format!("another process holds the ledger in {}", dir.display()),
-            ),
-            std::fs::TryLockError::Error(e) => e,
-        })?;
+        // A few tries: a child process forked by this one (between its fork and its exec)
+        // shares the lock for a moment after this process let go of it.
+        let mut tries = 0;
+        loop {
+            match lock.try_lock() {
+                Ok(()) => break,
+                Err(std::fs::TryLockError::WouldBlock) if tries < LOCK_TRIES => {
+                    tries += 1;
+                    std::thread::sleep(LOCK_RETRY);
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        format!("another process holds the ledger in {}", dir.display()),
+                    ));
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(e),
+            }
+        }
         let (file, len) = open_live(dir)?;
         let (queue, rx) = std::sync::mpsc::sync_channel(options.queue.max(1));
         let mut writer = Writer {
@@ -386,15 +402,19 @@ impl Writer {
     /// durable (the writer rotates between batches), and the rename is atomic, so each record
     /// is in exactly one file.
     fn rotate(&mut self) -> io::Result<()> {
+        // The sequence number orders the files, whatever the clock does (two rotations in one
+        // millisecond, a clock set back); the time is for people.
+        let sequence = rotated_files(&self.dir)?
+            .iter()
+            .filter_map(|p| rotated_sequence(p))
+            .max()
+            .map_or(1, |n| n + 1);
         let stamp = humantime::format_rfc3339_millis(SystemTime::now())
             .to_string()
             .replace([':', '-'], "");
-        let mut target = self.dir.join(format!("ledger-{stamp}.jsonl"));
-        let mut n = 1;
-        while target.exists() {
-            target = self.dir.join(format!("ledger-{stamp}-{n}.jsonl"));
-            n += 1;
-        }
+        let target = self
+            .dir
+            .join(format!("ledger-{sequence:010}-{stamp}.jsonl"));
         std::fs::rename(self.dir.join(LEDGER_FILE), &target)?;
         let file = OpenOptions::new()
             .create(true)
@@ -410,20 +430,28 @@ impl Writer {
     }
 }
 
-/// Every file of the ledger in `dir`, oldest first: the rotated files in name order, then the
-/// live one.
-#[cfg(test)]
-pub fn ledger_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
-    let mut rotated: Vec<PathBuf> = std::fs::read_dir(dir)?
+/// The rotated files of the ledger in `dir`, in no particular order.
+fn rotated_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    Ok(std::fs::read_dir(dir)?
         .filter_map(Result::ok)
         .map(|e| e.path())
-        .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with("ledger-") && n.ends_with(".jsonl"))
-        })
-        .collect();
-    rotated.sort();
+        .filter(|p| rotated_sequence(p).is_some())
+        .collect())
+}
+
+/// The sequence number of a rotated file, `ledger-<sequence>-<UTC time>.jsonl`.
+fn rotated_sequence(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    let rest = name.strip_prefix("ledger-")?.strip_suffix(".jsonl")?;
+    rest.split('-').next()?.parse().ok()
+}
+
+/// Every file of the ledger in `dir`, oldest first: the rotated files in sequence order, then
+/// the live one.
+#[cfg(test)]
+pub fn ledger_files(dir: &Path) -> io::Result<Vec<PathBuf>> {
+    let mut rotated = rotated_files(dir)?;
+    rotated.sort_by_key(|p| rotated_sequence(p));
     let live = dir.join(LEDGER_FILE);
     if live.exists() {
         rotated.push(live);
@@ -512,7 +540,10 @@ mod tests {
                     .await
                     .unwrap();
             }
-            ledger.record(&record(3), &Arc::from("OtherBot")).await.unwrap();
+            ledger
+                .record(&record(3), &Arc::from("OtherBot"))
+                .await
+                .unwrap();
         });
         let all = read_all(&dir);
         assert_eq!(all.len(), 4);
@@ -536,7 +567,10 @@ mod tests {
         // Reopened, the ledger appends after what is there.
         runtime().block_on(async {
             let ledger = Ledger::open(&dir, LedgerOptions::default(), None).unwrap();
-            ledger.record(&record(4), &Arc::from("ExampleBot")).await.unwrap();
+            ledger
+                .record(&record(4), &Arc::from("ExampleBot"))
+                .await
+                .unwrap();
         });
         let seqs: Vec<u64> = read_all(&dir).iter().map(seq_of).collect();
         assert_eq!(seqs, [0, 1, 2, 3, 4]);
@@ -554,7 +588,10 @@ mod tests {
             runtime().block_on(async {
                 let ledger = Ledger::open(&dir, LedgerOptions::default(), None).unwrap();
                 for seq in 0..2 {
-                    ledger.record(&record(seq), &Arc::from("ExampleBot")).await.unwrap();
+                    ledger
+                        .record(&record(seq), &Arc::from("ExampleBot"))
+                        .await
+                        .unwrap();
                 }
             });
             let mut f = OpenOptions::new()
@@ -565,7 +602,10 @@ mod tests {
             drop(f);
             runtime().block_on(async {
                 let ledger = Ledger::open(&dir, LedgerOptions::default(), None).unwrap();
-                ledger.record(&record(2), &Arc::from("ExampleBot")).await.unwrap();
+                ledger
+                    .record(&record(2), &Arc::from("ExampleBot"))
+                    .await
+                    .unwrap();
             });
             let seqs: Vec<u64> = read_all(&dir).iter().map(seq_of).collect();
             assert_eq!(seqs, [0, 1, 2], "{:?}", String::from_utf8_lossy(tail));
@@ -586,7 +626,10 @@ mod tests {
                 let ledger = ledger.clone();
                 tasks.push(tokio::spawn(async move {
                     for i in 0..50 {
-                        ledger.record(&record(task * 1000 + i), &Arc::from("ExampleBot")).await.unwrap();
+                        ledger
+                            .record(&record(task * 1000 + i), &Arc::from("ExampleBot"))
+                            .await
+                            .unwrap();
                     }
                 }));
             }
@@ -637,7 +680,10 @@ mod tests {
             for seq in 0..200 {
                 let ledger = ledger.clone();
                 tasks.push(tokio::spawn(async move {
-                    (seq, ledger.record(&record(seq), &Arc::from("ExampleBot")).await)
+                    (
+                        seq,
+                        ledger.record(&record(seq), &Arc::from("ExampleBot")).await,
+                    )
                 }));
             }
             let mut written = Vec::new();

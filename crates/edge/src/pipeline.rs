@@ -651,10 +651,13 @@ impl Edge {
         if crate::robots::is_robots_path(path) {
             return;
         }
-        let violation =
-            loaded
-                .robots
-                .check(&self.metrics, &zone.name, &bot.name, &bot.robots_token, path);
+        let violation = loaded.robots.check(
+            &self.metrics,
+            &zone.name,
+            &bot.name,
+            &bot.robots_token,
+            path,
+        );
         ctx.robots_violation = violation.map(Box::new);
     }
 

@@ -180,10 +180,7 @@ fn ledger_of(
         .map_err(|e| {
             signpost_policy::PolicyError::single(signpost_policy::Problem {
                 kind: signpost_policy::ProblemKind::Read,
-                message: format!(
-                    "cannot open the ledger in {}: {e}",
-                    config.dir.display()
-                ),
+                message: format!("cannot open the ledger in {}: {e}", config.dir.display()),
                 source: "[ledger]".to_owned(),
                 location: None,
                 hint: None,

@@ -454,10 +454,8 @@ pub fn response_filter(
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.trim().parse::<usize>().ok())
                 {
-                    response.insert_header(
-                        http::header::CONTENT_LENGTH,
-                        (len + added).to_string(),
-                    )?;
+                    response
+                        .insert_header(http::header::CONTENT_LENGTH, (len + added).to_string())?;
                 }
                 // The origin's validators describe the origin's file, not this one.
                 response.remove_header(&http::header::ETAG);
@@ -626,7 +624,13 @@ Disallow:
         );
         assert!(
             store
-                .check(&metrics, "www", &Arc::from("OtherBot"), "GPTBot", "/private/x")
+                .check(
+                    &metrics,
+                    "www",
+                    &Arc::from("OtherBot"),
+                    "GPTBot",
+                    "/private/x"
+                )
                 .is_some()
         );
         let text = metrics.encode();

@@ -68,18 +68,16 @@ impl CompiledPolicy {
         let policy = policy::validate(&file, &mut d, base_dir);
         let rules = rules::validate(&file, &mut d, base_dir);
         let crawl_control = file.zone.iter().any(|z| z.get_ref().crawl.is_some());
-        let identification = (file.bots.is_some()
-            || !file.bot.is_empty()
-            || rules.identity_needed
-            || crawl_control)
-            .then(|| Identification {
-                config: file
-                    .bots
-                    .as_ref()
-                    .map(|b| bots::settings::validate(b, &mut d, base_dir))
-                    .unwrap_or_default(),
-                catalog: bots::validate(&file.bot, &mut d),
-            });
+        let identification =
+            (file.bots.is_some() || !file.bot.is_empty() || rules.identity_needed || crawl_control)
+                .then(|| Identification {
+                    config: file
+                        .bots
+                        .as_ref()
+                        .map(|b| bots::settings::validate(b, &mut d, base_dir))
+                        .unwrap_or_default(),
+                    catalog: bots::validate(&file.bot, &mut d),
+                });
         if let Some(identification) = &identification {
             for zone in &file.zone {
                 if let Some(crawl) = &zone.get_ref().crawl {
@@ -93,7 +91,12 @@ impl CompiledPolicy {
             .map(|l| crate::crawl::compile_ledger(&mut d, l, base_dir));
         if ledger.is_none() {
             for zone in &file.zone {
-                if let Some(at) = zone.get_ref().crawl.as_ref().and_then(crate::crawl::first_charge) {
+                if let Some(at) = zone
+                    .get_ref()
+                    .crawl
+                    .as_ref()
+                    .and_then(crate::crawl::first_charge)
+                {
                     d.at(
                         ProblemKind::Invalid,
                         at,

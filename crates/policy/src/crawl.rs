@@ -1006,9 +1006,12 @@ pub(crate) fn compile_ledger(
     }
     LedgerConfig {
         dir: base_dir.join(dir),
-        rotate_bytes: file.rotate_bytes.as_ref().map_or(DEFAULT_LEDGER_ROTATE_BYTES, |v| {
-            crate::policy::size(d, v, DEFAULT_LEDGER_ROTATE_BYTES)
-        }),
+        rotate_bytes: file
+            .rotate_bytes
+            .as_ref()
+            .map_or(DEFAULT_LEDGER_ROTATE_BYTES, |v| {
+                crate::policy::size(d, v, DEFAULT_LEDGER_ROTATE_BYTES)
+            }),
         rotate_every: crate::policy::duration(
             d,
             file.rotate_every.as_ref(),
@@ -1019,10 +1022,18 @@ pub(crate) fn compile_ledger(
 
 /// Reports the `[zone.crawl] bots` overrides that name no bot of the catalog (the shipped one
 /// with the policy's `[[bot]]` changes): a typo would otherwise silently never apply.
-pub(crate) fn check_bot_names(d: &mut Diagnostics<'_>, file: &CrawlFile, catalog: &crate::BotCatalog) {
+pub(crate) fn check_bot_names(
+    d: &mut Diagnostics<'_>,
+    file: &CrawlFile,
+    catalog: &crate::BotCatalog,
+) {
     let Some(bots) = &file.bots else { return };
     for (name, value) in bots.get_ref() {
-        if !catalog.bots().iter().any(|b| b.name.eq_ignore_ascii_case(name)) {
+        if !catalog
+            .bots()
+            .iter()
+            .any(|b| b.name.eq_ignore_ascii_case(name))
+        {
             d.at(
                 ProblemKind::Invalid,
                 value.span(),

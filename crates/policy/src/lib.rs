@@ -87,9 +87,9 @@ pub use compiled::CompiledPolicy;
 pub use crawl::{
     ALWAYS_FREE_PATHS, BLOCK_CODE, CURRENCY, CrawlAction, CrawlConfig, CrawlOutcome, CrawlRefusal,
     CrawlStep, CrawlerError, DEFAULT_LEDGER_ROTATE_BYTES, DEFAULT_LEDGER_ROTATE_EVERY, Intent,
-    LedgerConfig,
-    MAX_PRICE_CENTS, PAYMENT_REQUIRED_CODE, PathGlob, PaymentAuth, PaymentHeaders, Price, Refusal,
-    RequestOutcome, Settlement, block_answer, charge_request, glob_matches, is_always_free, settle,
+    LedgerConfig, MAX_PRICE_CENTS, PAYMENT_REQUIRED_CODE, PathGlob, PaymentAuth, PaymentHeaders,
+    Price, Refusal, RequestOutcome, Settlement, block_answer, charge_request, glob_matches,
+    is_always_free, settle,
 };
 pub use decision::{Decision, FleetCount, RequestFacts};
 pub use error::{Location, PolicyError, Problem, ProblemKind};
