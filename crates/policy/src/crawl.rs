@@ -1069,7 +1069,7 @@ mod tests {
 
     fn zone_crawl(table: &str) -> Result<Option<CrawlConfig>, String> {
         let text = format!(
-            "[[zone]]\nname = \"z\"\nhosts = [\"*\"]\norigin = \"127.0.0.1:8000\"\n{table}"
+            "[ledger]\ndir = \"ledger\"\n[[zone]]\nname = \"z\"\nhosts = [\"*\"]\norigin = \"127.0.0.1:8000\"\n{table}"
         );
         CompiledPolicy::from_toml(&text, "t.toml", Path::new("."), None)
             .map(|p| p.zones()[0].crawl.clone())
@@ -1177,7 +1177,7 @@ mod tests {
         ] {
             let e = zone_crawl(&format!("[zone.crawl]\n{table}\n")).unwrap_err();
             assert!(
-                e.contains("t.toml:6:") && e.contains(needle),
+                e.contains("t.toml:8:") && e.contains(needle),
                 "{table}: {e}"
             );
         }
@@ -1185,7 +1185,7 @@ mod tests {
             .unwrap_err();
         assert!(e.contains("listed twice"), "{e}");
         let e = zone_crawl("[zone.crawl.bots]\n\"GPTBot\" = \"maybe\"\n").unwrap_err();
-        assert!(e.contains("t.toml:6:") && e.contains("`maybe`"), "{e}");
+        assert!(e.contains("t.toml:8:") && e.contains("`maybe`"), "{e}");
     }
 
     #[test]
@@ -1501,5 +1501,192 @@ mod tests {
             let open = format!("{pattern}*");
             prop_assert_eq!(glob_matches(&pattern, &text, false), glob_reference(open.as_bytes(), text.as_bytes()));
         }
+    }
+
+    fn policy_error(text: &str) -> String {
+        CompiledPolicy::from_toml(text, "t.toml", Path::new("."), None)
+            .map(|_| String::new())
+            .unwrap_or_else(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_zone_that_charges_needs_a_ledger_and_overrides_name_known_bots() {
+        let zone = "[[zone]]\nname = \"z\"\nhosts = [\"*\"]\norigin = \"127.0.0.1:8000\"\n";
+        let e = policy_error(&format!(
+            "{zone}[zone.crawl]\nsearch = \"allow\"\ntraining = \"charge\"\n"
+        ));
+        assert!(e.contains("t.toml:7:12:") && e.contains("[ledger]"), "{e}");
+        let e = policy_error(&format!(
+            "{zone}[zone.crawl]\n[zone.crawl.bots]\n\"GPTBot\" = \"charge\"\n"
+        ));
+        assert!(e.contains("t.toml:7:12:") && e.contains("[ledger]"), "{e}");
+        // Without a charge, no ledger is needed.
+        assert_eq!(
+            policy_error(&format!("{zone}[zone.crawl]\ntraining = \"block\"\n")),
+            ""
+        );
+        // An override must name a known bot (ignoring case), shipped or added.
+        let e = policy_error(&format!(
+            "{zone}[zone.crawl.bots]\n\"gptbot\" = \"block\"\n\"GTPBot\" = \"block\"\n"
+        ));
+        assert!(e.contains("t.toml:7:12:") && e.contains("`GTPBot`"), "{e}");
+        assert!(!e.contains("`gptbot`"), "{e}");
+        let added = "[[bot]]\nname = \"MyBot\"\noperator = \"Me\"\ncategory = \"AI Crawler\"\nbehaviors = [\"training\"]\nuser_agent = \"MyBot\"\n";
+        assert_eq!(
+            policy_error(&format!(
+                "{added}{zone}[zone.crawl.bots]\n\"MyBot\" = \"block\"\n"
+            )),
+            ""
+        );
+    }
+
+    fn identity(name: &str, status: crate::BotStatus, signed: bool) -> crate::Identity {
+        let catalog = crate::bots::shipped_catalog();
+        let bot = catalog.named(name).unwrap().clone();
+        let signature = if signed {
+            crate::Signature {
+                outcome: crate::SignatureOutcome::Verified,
+                covered_headers: 1,
+                ..Default::default()
+            }
+        } else {
+            crate::Signature::default()
+        };
+        crate::Identity {
+            signature,
+            bot: Some(bot),
+            status,
+        }
+    }
+
+    #[test]
+    fn control_acts_on_known_crawlers_only_and_never_on_always_free_paths() {
+        use crate::{BotStatus, Method};
+        let config = zone_crawl(
+            "[zone.crawl]\nsearch = \"allow\"\ntraining = \"charge\"\nagent = \"block\"\nblock_status = 402\nmessage = \"Licensing: ask.\"\nfree_paths = [\"/free/*\"]\n",
+        )
+        .unwrap()
+        .unwrap();
+        let none = PaymentHeaders::default();
+        let verified = BotStatus::Verified(Method::IpRange);
+        // Nobody in particular: nothing to say.
+        assert_eq!(
+            control(&config, &crate::Identity::default(), "/", none),
+            None
+        );
+        // Allowed.
+        let step = control(&config, &identity("Bingbot", verified, false), "/", none).unwrap();
+        assert_eq!(
+            (step.action, &step.outcome),
+            (CrawlAction::Allow, &CrawlOutcome::Allowed)
+        );
+        // Blocked, with the zone's status and message, also when only claimed.
+        for status in [verified, BotStatus::Pending, BotStatus::Unverifiable] {
+            let step = control(
+                &config,
+                &identity("ChatGPT-User", status, false),
+                "/a",
+                none,
+            )
+            .unwrap();
+            let CrawlOutcome::Refused(r) = &step.outcome else {
+                panic!("{step:?}")
+            };
+            assert_eq!((r.status, r.error, r.code()), (402, None, BLOCK_CODE));
+            assert_eq!(r.detail, "Licensing: ask.");
+        }
+        // An impostor gets the zone's `impostors` (block by default).
+        let step = control(
+            &config,
+            &identity("Bingbot", BotStatus::Failed, false),
+            "/",
+            none,
+        )
+        .unwrap();
+        assert!(step.impostor);
+        assert_eq!(step.action, CrawlAction::Block);
+        // robots.txt and the other always-free paths: never refused, never charged.
+        for path in ALWAYS_FREE_PATHS {
+            assert_eq!(
+                control(
+                    &config,
+                    &identity("ChatGPT-User", verified, false),
+                    path,
+                    none
+                ),
+                None
+            );
+            assert_eq!(
+                control(&config, &identity("GPTBot", verified, true), path, none),
+                None
+            );
+        }
+        assert_eq!(
+            control(
+                &config,
+                &identity("ChatGPT-User", verified, false),
+                "/%72obots.txt",
+                none
+            ),
+            None,
+            "the path is compared normalised"
+        );
+        // A free path of the zone: not charged, but a block still applies.
+        let step = control(
+            &config,
+            &identity("GPTBot", verified, true),
+            "/free/x",
+            none,
+        )
+        .unwrap();
+        assert_eq!(step.outcome, CrawlOutcome::Free);
+        assert!(matches!(
+            control(
+                &config,
+                &identity("ChatGPT-User", verified, false),
+                "/free/x",
+                none
+            )
+            .unwrap()
+            .outcome,
+            CrawlOutcome::Refused(_)
+        ));
+        // Charged: the first 402 advertises the price; a signed exact price goes forward.
+        let step = control(&config, &identity("GPTBot", verified, true), "/p", none).unwrap();
+        let CrawlOutcome::Refused(r) = &step.outcome else {
+            panic!("{step:?}")
+        };
+        assert_eq!(r.error, Some(CrawlerError::MissingCrawlerPrice));
+        assert_eq!(r.advertise, Some(usd(1)));
+        assert_eq!(r.code(), PAYMENT_REQUIRED_CODE);
+        assert!(r.detail.contains("USD 0.01"));
+        let exact = PaymentHeaders {
+            exact: Some(b"USD 0.01"),
+            max: None,
+        };
+        let step = control(&config, &identity("GPTBot", verified, true), "/p", exact).unwrap();
+        assert!(step.charges());
+        assert_eq!(
+            step.outcome,
+            CrawlOutcome::Forward {
+                intent: Intent::Exact(usd(1)),
+                price: usd(1)
+            }
+        );
+    }
+
+    #[test]
+    fn repeated_price_headers_are_joined_and_refused() {
+        let mut headers = http::HeaderMap::new();
+        assert_eq!(payment_header(&headers, "crawler-max-price"), None);
+        headers.append("crawler-max-price", "USD 1".parse().unwrap());
+        assert_eq!(
+            payment_header(&headers, "crawler-max-price").as_deref(),
+            Some(&b"USD 1"[..])
+        );
+        headers.append("crawler-max-price", "USD 2".parse().unwrap());
+        let joined = payment_header(&headers, "crawler-max-price").unwrap();
+        assert_eq!(&*joined, b"USD 1, USD 2");
+        assert_eq!(Price::parse(&joined), None);
     }
 }

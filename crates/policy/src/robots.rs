@@ -206,7 +206,7 @@ mod tests {
 
     fn zone(table: &str) -> Result<(RobotsConfig, Option<CrawlConfig>), String> {
         let text = format!(
-            "[[zone]]\nname = \"z\"\nhosts = [\"*\"]\norigin = \"127.0.0.1:8000\"\n{table}"
+            "[ledger]\ndir = \"ledger\"\n[[zone]]\nname = \"z\"\nhosts = [\"*\"]\norigin = \"127.0.0.1:8000\"\n{table}"
         );
         CompiledPolicy::from_toml(&text, "t.toml", Path::new("."), None)
             .map(|p| (p.zones()[0].robots.clone(), p.zones()[0].crawl.clone()))
@@ -300,7 +300,7 @@ mod tests {
         ] {
             let e = zone(&format!("[zone.robots]\n{table}\n")).unwrap_err();
             assert!(
-                e.contains("t.toml:6:") && e.contains(needle),
+                e.contains("t.toml:8:") && e.contains(needle),
                 "{table}: {e}"
             );
         }
