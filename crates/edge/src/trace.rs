@@ -325,10 +325,21 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
     traced.response = match refusal {
         Some((code, retry_after)) => {
             traced.code = Some(code);
+            let crawl = traced
+                .policy
+                .as_ref()
+                .and_then(|t| t.decision.crawl.as_deref())
+                .and_then(|step| match &step.outcome {
+                    signpost_policy::CrawlOutcome::Refused(r) if r.code().get() == code => {
+                        Some(r.clone())
+                    }
+                    _ => None,
+                });
             let refused = Refusal {
                 code,
                 retry_after,
                 by: traced.rule_id.as_deref(),
+                crawl,
             };
             let (response, rule) = answer(policy, &traced.request, &req, &asker, &refused)?;
             traced.error_rule = rule;
@@ -378,6 +389,8 @@ struct Refusal<'a> {
     code: u16,
     retry_after: Option<u32>,
     by: Option<&'a str>,
+    /// Crawl control's own answer, when it refused (it speaks before any error rule).
+    crawl: Option<signpost_policy::CrawlRefusal>,
 }
 
 /// The error rule that spoke for a traced answer, and what of it the answer shows.
@@ -418,15 +431,20 @@ fn answer(
         code: entry.status,
         edge_code: entry.code.get(),
     };
-    let rule = policy.error_rule(asker.zone, &facts, asker.client_ip, response, refused.by);
+    let rule = match &refused.crawl {
+        Some(_) => None,
+        None => policy.error_rule(asker.zone, &facts, asker.client_ip, response, refused.by),
+    };
+    let crawl_custom = refused.crawl.as_ref().map(crate::crawl::custom);
+    let custom = rule.map(|(_, custom)| custom).or(crawl_custom.as_ref());
     let accept = crate::facts::accept_of(&request.headers);
-    let format = crate::error_rules::format(accept.as_deref(), rule.map(|(_, custom)| custom));
+    let format = crate::error_rules::format(accept.as_deref(), custom);
     let client_ip = asker.client_ip.to_string();
     let geo = match &request.country {
         Some(country) => country.to_ascii_uppercase(),
         None => policy.country(asker.client_ip).unwrap_or_default(),
     };
-    let dressing = rule.map(|(_, custom)| crate::answer::Dressing {
+    let dressing = custom.map(|custom| crate::answer::Dressing {
         custom: std::borrow::Cow::Borrowed(custom),
         tokens: signpost_problem::TokenValues {
             client_ip: &client_ip,
@@ -436,7 +454,7 @@ fn answer(
         },
     });
     let zone = signpost_policy::normalize_host(&request.host);
-    let answer = Answer::new(
+    let mut answer = Answer::new(
         entry,
         format,
         RayId::next(),
@@ -446,6 +464,10 @@ fn answer(
         dressing.as_ref(),
     )
     .map_err(|e| anyhow::anyhow!("cannot render the answer: {e}"))?;
+    if let Some(crawl) = &refused.crawl {
+        crate::crawl::add_headers(&mut answer.head, crawl)
+            .map_err(|e| anyhow::anyhow!("cannot render the answer: {e}"))?;
+    }
     let spoken = rule.map(|(id, custom)| SpokenBy {
         id: id.to_owned(),
         status: answer.head.status.as_u16(),
