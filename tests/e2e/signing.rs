@@ -148,25 +148,54 @@ pub struct Directory {
 
 impl Directory {
     pub fn start(scratch: &Scratch) -> Directory {
-        let key = rcgen::KeyPair::generate().unwrap();
-        let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
-        params.is_ca = rcgen::IsCa::NoCa;
-        let cert = params.self_signed(&key).unwrap();
-        let cert_path = scratch.write("directory-cert.pem", &cert.pem());
-        let key_path = scratch.write("directory-key.pem", &key.serialize_pem());
+        Directory::serve(scratch, "class H(Files):\n    pass\n")
+    }
+
+    /// A directory that misbehaves: `redirect` (a 302 to itself), `large` (a 100 KB JWKS, over
+    /// the edge's 64 KiB bound) or `hang` (accepts, never answers). Same certificate as
+    /// [`Directory::start`] in the same `scratch`.
+    pub fn misbehaving(scratch: &Scratch, how: &str) -> Directory {
+        let handler = match how {
+            "redirect" => {
+                "class H(Files):\n    def do_GET(self):\n        self.send_response(302)\n        self.send_header('location', '/.well-known/http-message-signatures-directory?again')\n        self.end_headers()\n"
+            }
+            "large" => {
+                "class H(Files):\n    def do_GET(self):\n        body = ('{\"keys\": [], \"pad\": \"' + 'x' * 100000 + '\"}').encode()\n        self.send_response(200)\n        self.send_header('content-type', 'application/http-message-signatures-directory+json')\n        self.send_header('content-length', str(len(body)))\n        self.end_headers()\n        self.wfile.write(body)\n"
+            }
+            "hang" => "class H(Files):\n    def do_GET(self):\n        time.sleep(60)\n",
+            other => panic!("no directory misbehaves as {other}"),
+        };
+        Directory::serve(scratch, handler)
+    }
+
+    /// Python's HTTPS server on loopback with `handler` (a class `H` deriving from `Files`,
+    /// which serves the directory root) under the scratch's certificate, made on first use.
+    fn serve(scratch: &Scratch, handler: &str) -> Directory {
+        let cert_path = scratch.0.join("directory-cert.pem");
+        let key_path = scratch.0.join("directory-key.pem");
+        if !cert_path.exists() {
+            let key = rcgen::KeyPair::generate().unwrap();
+            let mut params = rcgen::CertificateParams::new(vec!["localhost".to_string()]).unwrap();
+            params.is_ca = rcgen::IsCa::NoCa;
+            let cert = params.self_signed(&key).unwrap();
+            scratch.write("directory-cert.pem", &cert.pem());
+            scratch.write("directory-key.pem", &key.serialize_pem());
+        }
         let root = Scratch::new("wba-directory-root");
         std::fs::create_dir_all(root.0.join(".well-known")).unwrap();
         let port = free_port();
         let script = format!(
             r#"
-import http.server, ssl, functools
-class H(http.server.SimpleHTTPRequestHandler):
+import http.server, ssl, functools, time
+class Files(http.server.SimpleHTTPRequestHandler):
     def guess_type(self, path):
         return "application/http-message-signatures-directory+json"
     def log_message(self, *a):
         pass
+{handler}
 handler = functools.partial(H, directory={root:?})
 server = http.server.ThreadingHTTPServer(("127.0.0.1", {port}), handler)
+server.daemon_threads = True
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain({cert:?}, {key:?})
 server.socket = ctx.wrap_socket(server.socket, server_side=True)

@@ -152,6 +152,7 @@ fn trace_of_a_request_that_passes_every_phase() {
             "hotlink",
             "legal_rules",
             "custom_rules",
+            "crawl_control",
             "rate_limits",
             "zone_limits"
         ]

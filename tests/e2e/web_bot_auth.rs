@@ -156,9 +156,10 @@ requests_per_period = 3
     );
     assert!(h.starts_with("signature=verified"), "{h}");
 
-    // Fetches and outcomes are counted. (A directory that later drops a key, redirects, is too
-    // large or times out is proven against the same kind of server in `keydir`'s tests: the edge
-    // keeps a fetched directory at least 5 minutes, longer than a test should wait.)
+    // Fetches and outcomes are counted. (A directory that later drops a key is proven against
+    // the same kind of server in `keydir`'s tests: the edge keeps a fetched directory at least
+    // 5 minutes, longer than a test should wait. Directories that redirect, are too large or
+    // hang: the next test.)
     let (status, metrics) = admin_get(&edge, "/metrics");
     assert_eq!(status, 200);
     assert!(
@@ -181,4 +182,102 @@ requests_per_period = 3
             >= 5.0,
         "{metrics}"
     );
+}
+
+#[test]
+fn a_directory_that_redirects_is_too_large_or_hangs_leaves_its_agents_unverified() {
+    let scratch = Scratch::new("wba-bad-certs");
+    let good = Directory::start(&scratch);
+    let bad: Vec<(&str, Directory)> = ["redirect", "large", "hang"]
+        .into_iter()
+        .map(|how| (how, Directory::misbehaving(&scratch, how)))
+        .collect();
+    let honest = Signer::new(&good.origin());
+    good.publish(&[&honest]);
+    let cert = scratch.0.join("directory-cert.pem");
+    let top = format!(
+        "[bots]\nallow_private_fetch = true\ntrusted_roots = [{:?}]\n",
+        cert.display().to_string()
+    );
+    let (_origin, edge) = echo_edge("wba-bad", &top, "", &[]);
+    let c = client(&edge);
+    let authority = format!("example.com:{}", edge.addr.port());
+    let signers: Vec<(&str, Signer)> = bad
+        .iter()
+        .map(|(how, d)| (*how, Signer::new(&d.origin())))
+        .collect();
+    // Each first request starts its directory's fetch in the background and is not held up by
+    // it (the hanging one included): it reads unverified.
+    for (how, signer) in &signers {
+        let started = Instant::now();
+        let h = told(
+            &c,
+            &edge,
+            "/",
+            &signer.headers(&authority, None, now(), 300),
+        );
+        assert!(h.starts_with("signature=unverified"), "{how}: {h}");
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{how} held the request"
+        );
+    }
+    // The fetches fail as what they are (the hanging one at the 10 s deadline), and are counted.
+    let want = [
+        ("redirect", "redirect"),
+        ("large", "too_large"),
+        ("hang", "timeout"),
+    ];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let metrics = loop {
+        let (_, metrics) = admin_get(&edge, "/metrics");
+        let all = want.iter().all(|(_, outcome)| {
+            metric(
+                &metrics,
+                "signpost_key_directory_fetches_total",
+                &[("outcome", outcome)],
+            )
+            .is_some()
+        });
+        if all || Instant::now() > deadline {
+            break metrics;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    for (how, outcome) in want {
+        assert!(
+            metric(
+                &metrics,
+                "signpost_key_directory_fetches_total",
+                &[("outcome", outcome)]
+            )
+            .is_some(),
+            "{how}: {metrics}"
+        );
+    }
+    // Their agents stay unverified (never invalid: nothing says the signatures are bad), while
+    // an agent of a directory that works is verified meanwhile.
+    for (how, signer) in &signers {
+        let h = told(
+            &c,
+            &edge,
+            "/",
+            &signer.headers(&authority, None, now(), 300),
+        );
+        assert!(h.starts_with("signature=unverified"), "{how}: {h}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let h = told(
+            &c,
+            &edge,
+            "/",
+            &honest.headers(&authority, None, now(), 300),
+        );
+        if h.starts_with("signature=verified") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{h}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
