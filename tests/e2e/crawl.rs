@@ -383,16 +383,25 @@ fn crawlers_are_allowed_blocked_and_charged_with_cloudflares_headers() {
     let ledger = Scratch::new("crawl-ledger");
     let s = setup("crawl", &ledger.0);
 
-    // Allowed: a verified search crawler.
+    // Allowed: a verified search crawler. The origin learns that pay per crawl does not concern
+    // the request, whatever the client claimed.
+    let forged = [(
+        "cf-pay-per-crawl".to_string(),
+        "protocol=cloudflare, pricing=in-band".to_string(),
+    )];
     let a = s.send(
         "example.com",
         "/page",
         "SearchBot/1.0",
         "application/json",
-        &[],
+        &forged,
     );
     assert_eq!(a.status, 200, "{}", a.body);
     assert_eq!(a.json()["path"], "/page");
+    assert_eq!(
+        a.json()["headers"]["cf-pay-per-crawl"],
+        "protocol=cloudflare, pricing=bypass"
+    );
     assert!(a.header("crawler-error").is_none());
 
     // Blocked with 402 and the operator's licensing message, in each format; no crawler-error
@@ -485,6 +494,10 @@ fn crawlers_are_allowed_blocked_and_charged_with_cloudflares_headers() {
     let a = s.paybot("/article", &[("crawler-exact-price", "USD 0.01")]);
     assert_eq!(a.header("crawler-charged"), Some("USD 0.01"), "{}", a.body);
     assert_eq!(a.json()["path"], "/article");
+    assert_eq!(
+        a.json()["headers"]["cf-pay-per-crawl"],
+        "protocol=cloudflare, pricing=in-band"
+    );
     keep(&a, "/article", 1);
     // A maximum above the price: charged the price.
     let a = s.paybot("/article?page=2", &[("crawler-max-price", "USD 0.50")]);
@@ -565,6 +578,10 @@ fn crawlers_are_allowed_blocked_and_charged_with_cloudflares_headers() {
     // ... a maximum that reaches it pays it.
     let a = s.paybot("/priced", &[("crawler-max-price", "USD 0.10")]);
     assert_eq!(a.header("crawler-charged"), Some("USD 0.05"));
+    assert!(
+        a.header("crawler-price").is_none(),
+        "the origin's price reaches the client only on the edge's 402s"
+    );
     keep(&a, "/priced", 5);
     // An origin price that is no price: 502, nothing charged.
     let a = s.paybot("/badprice", &[("crawler-max-price", "USD 0.10")]);

@@ -30,6 +30,34 @@ pub const CRAWLER_CHARGED: &str = "crawler-charged";
 pub const CRAWLER_PRICE: &str = "crawler-price";
 /// Why the exchange failed, one of Cloudflare's codes.
 pub const CRAWLER_ERROR: &str = "crawler-error";
+/// What the origin is told of pay per crawl, as Cloudflare tells it.
+pub const PAY_PER_CRAWL: &str = "cf-pay-per-crawl";
+
+/// On a zone with crawl control, tells the origin whether this request is one it may price
+/// (`pricing=in-band`: a crawler's payment intent goes with it, and the origin's own
+/// `crawler-price` sets the page's price) or one pay per crawl does not concern
+/// (`pricing=bypass`), in Cloudflare's `cf-pay-per-crawl` header; a client's copy never reaches
+/// the origin.
+pub fn add_origin_header(upstream: &mut pingora::http::RequestHeader, ctx: &RequestCtx) {
+    if ctx.zone().is_none_or(|z| z.crawl.is_none()) {
+        return;
+    }
+    upstream.remove_header(PAY_PER_CRAWL);
+    let pricing = if ctx.crawl.as_ref().is_some_and(|c| c.charges()) {
+        "protocol=cloudflare, pricing=in-band"
+    } else {
+        "protocol=cloudflare, pricing=bypass"
+    };
+    let _ = upstream.insert_header(PAY_PER_CRAWL, pricing);
+}
+
+/// On a zone with crawl control, the origin's `crawler-price` is an instruction to the edge:
+/// it reaches the client only on the edge's own 402s, as on Cloudflare.
+pub fn strip_origin_price(response: &mut ResponseHeader, ctx: &RequestCtx) {
+    if ctx.zone().is_some_and(|z| z.crawl.is_some()) {
+        response.remove_header(CRAWLER_PRICE);
+    }
+}
 
 /// What crawl control changes in the problem answering `refusal`: its status and detail.
 pub fn custom(refusal: &CrawlRefusal) -> Custom {

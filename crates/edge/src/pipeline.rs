@@ -287,6 +287,7 @@ impl ProxyHttp for Edge {
                 }
             });
         crate::identify::add_origin_header(upstream, ctx.identity.as_deref(), header);
+        crate::crawl::add_origin_header(upstream, ctx);
         if ctx.robots.is_some() {
             // The edge reads robots.txt (and may put its block before it): ask for all of it,
             // as it is.
@@ -319,6 +320,7 @@ impl ProxyHttp for Edge {
                 return Ok(());
             }
         }
+        crate::crawl::strip_origin_price(response, ctx);
         if ctx.robots.is_some() && crate::robots::response_filter(session, response, ctx)? {
             return Ok(());
         }
@@ -729,6 +731,7 @@ impl Edge {
                 ctx.client(),
                 ray.clone(),
             );
+            crate::crawl::add_origin_header(&mut request, ctx);
             let mut origin_error = |session: &Session, response: &ResponseHeader| {
                 crate::origin_errors::reshape(session, response, ctx)
             };
