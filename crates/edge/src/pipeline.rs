@@ -7,18 +7,24 @@
 //! request_filter, its steps in order (the first that answers ends the request):
 //!   1 head_limits      CONNECT, a target over 16 KiB, headers over 32 KiB ─────────► 405 414 431
 //!   2 error_page       /cdn-cgi/error/<code>, on every host ─────────────────────────► that code
-//!   3 decide           the policy's phases (TLS SNI, hosts, access rules, rate limits),
-//!                      then fleet rate limits with Redis's answers ─────────────► refusal (1xxx)
+//!   3 decide           the policy's phases (TLS SNI, hosts, identify, access rules, ...,
+//!                      crawl control, rate limits), then fleet rate limits with Redis's
+//!                      answers; a known crawler's robots.txt violation noted ──► refusal (1xxx,
+//!                      or crawl control's 402/400/403 with crawler-error, crawl.rs)
 //!   4 zone_limits      TRACE/TRACK, a declared body over max_body_size ─────────────► 405 413
 //!   5 preread_body     the start of a chunked body, parsed before the origin sees it ──► 400 408
 //!   6 take_in_flight   the client's share of origin work (max_in_flight_per_client) ─► 429 (1015)
+//!   6b robots_txt      /robots.txt on a zone that manages it: `replace` answered here ─► 200
 //!   7 serve_markdown   Markdown on a converting zone: forwarded and converted here ─► page or 52x
 //!      │
 //!      └─ else proxied by Pingora:
 //!         request_body_filter (body limits: 413, 408)
 //!         upstream_peer (origin::peer; 1016) ─► upstream_request_filter (origin's headers)
-//!         response_filter (cf-ray, Vary; an origin 4xx/5xx reshaped by origin_errors)
-//!         response_body_filter (the reshaped error's body in place of the origin's)
+//!         response_filter (cf-ray, Vary; a paid crawl settled and recorded in the ledger
+//!           before crawler-charged goes out (crawl.rs); robots.txt's managed block
+//!           (robots.rs); an origin 4xx/5xx reshaped by origin_errors)
+//!         response_body_filter (the reshaped error's body in place of the origin's; the
+//!           managed block before the origin's robots.txt, which is read)
 //!         ─► the origin's answer
 //!         fail_to_connect / fail_to_proxy (rescue: 52x, or nothing for a client that left)
 //! logging: one access line per request, whatever happened; cancellations counted as such.
@@ -197,7 +203,7 @@ impl ProxyHttp for Edge {
             Box::pin(self.answer(session, ctx, refusal.entry, refusal.retry_after)).await?;
             return Ok(true);
         }
-        if let Some(managed) = self.robots_txt(session, ctx, &loaded) {
+        if let Some(managed) = crate::robots::request(session, ctx, &loaded) {
             Box::pin(crate::robots::write_managed(session, ctx, managed)).await?;
             return Ok(true);
         }
@@ -485,7 +491,7 @@ impl Edge {
         if !decision.identity.is_nobody() {
             self.metrics.identity.observe(&decision.identity);
             ctx.identity = Some(Box::new(std::mem::take(&mut decision.identity)));
-            self.check_robots(session, ctx, loaded);
+            crate::robots::note_violation(session, ctx, loaded, &self.metrics);
         }
         if let Some(step) = decision.crawl.take() {
             if let Some(zone) = ctx.zone() {
@@ -603,64 +609,6 @@ impl Edge {
                 })
             }
         }
-    }
-
-    /// Step 6b: `/robots.txt` on a zone that manages it or reads it. Returns the managed block
-    /// when the edge answers it alone (`replace`); otherwise prepares the request to read the
-    /// origin's file (and to put the managed block before it, in `prepend`).
-    fn robots_txt(
-        &self,
-        session: &Session,
-        ctx: &mut RequestCtx,
-        loaded: &Loaded,
-    ) -> Option<String> {
-        let zone = ctx.zone()?;
-        let req = session.req_header();
-        if !crate::robots::is_robots_path(req.uri.path())
-            || !(req.method == http::Method::GET || req.method == http::Method::HEAD)
-        {
-            return None;
-        }
-        let crawlers: Vec<signpost_policy::KnownCrawler<'_>> = loaded
-            .policy
-            .bot_catalog()
-            .map(|c| c.bots().iter().map(|b| (&**b).into()).collect())
-            .unwrap_or_default();
-        match crate::robots::plan(&zone.robots, zone.crawl.as_ref(), &crawlers) {
-            crate::robots::RobotsPlan::Replace { managed } => Some(managed),
-            crate::robots::RobotsPlan::Prepend { managed } => {
-                ctx.robots = Some(Box::new(crate::robots::RobotsBody::new(Some(managed))));
-                None
-            }
-            crate::robots::RobotsPlan::PassThrough => {
-                if loaded.policy.identifies() {
-                    ctx.robots = Some(Box::new(crate::robots::RobotsBody::new(None)));
-                }
-                None
-            }
-        }
-    }
-
-    /// A known crawler's request to a path the zone's robots.txt disallows for it: counted,
-    /// and noted for the access line. It is not refused for it (robots.txt is a request, not a
-    /// rule the edge enforces; crawl control is).
-    fn check_robots(&self, session: &Session, ctx: &mut RequestCtx, loaded: &Loaded) {
-        let Some(bot) = ctx.identity.as_ref().and_then(|i| i.bot.as_ref()) else {
-            return;
-        };
-        let Some(zone) = ctx.zone() else { return };
-        let path = session.req_header().uri.path();
-        if crate::robots::is_robots_path(path) {
-            return;
-        }
-        let violation = loaded.robots.check(
-            &self.metrics,
-            &zone.name,
-            &bot.name,
-            &bot.robots_token,
-            path,
-        );
-        ctx.robots_violation = violation.map(Box::new);
     }
 
     /// Step 7, first half: whether the request negotiates Markdown on a zone that converts, and

@@ -371,6 +371,65 @@ impl RobotsBody {
 
 // === In the pipeline ===
 
+/// Step 6b of the pipeline: `/robots.txt` (`GET` or `HEAD`) on a zone that manages it or reads
+/// it. Returns the managed block when the edge answers it alone (`replace`); otherwise prepares
+/// the request to read the origin's file (and to put the managed block before it, in
+/// `prepend`).
+pub fn request(
+    session: &pingora::proxy::Session,
+    ctx: &mut crate::ctx::RequestCtx,
+    loaded: &crate::reload::Loaded,
+) -> Option<String> {
+    let zone = ctx.zone()?;
+    let req = session.req_header();
+    if !is_robots_path(req.uri.path())
+        || !(req.method == http::Method::GET || req.method == http::Method::HEAD)
+    {
+        return None;
+    }
+    let crawlers: Vec<KnownCrawler<'_>> = loaded
+        .policy
+        .bot_catalog()
+        .map(|c| c.bots().iter().map(|b| (&**b).into()).collect())
+        .unwrap_or_default();
+    match plan(&zone.robots, zone.crawl.as_ref(), &crawlers) {
+        RobotsPlan::Replace { managed } => Some(managed),
+        RobotsPlan::Prepend { managed } => {
+            ctx.robots = Some(Box::new(RobotsBody::new(Some(managed))));
+            None
+        }
+        RobotsPlan::PassThrough => {
+            if loaded.policy.identifies() {
+                ctx.robots = Some(Box::new(RobotsBody::new(None)));
+            }
+            None
+        }
+    }
+}
+
+/// A known crawler's request to a path the zone's robots.txt disallows for it: counted, and
+/// noted for the access line. It is not refused for it (robots.txt is a request to crawlers;
+/// crawl control is the rule the edge enforces).
+pub fn note_violation(
+    session: &pingora::proxy::Session,
+    ctx: &mut crate::ctx::RequestCtx,
+    loaded: &crate::reload::Loaded,
+    metrics: &crate::metrics::Metrics,
+) {
+    let Some(bot) = ctx.identity.as_ref().and_then(|i| i.bot.as_ref()) else {
+        return;
+    };
+    let Some(zone) = ctx.zone() else { return };
+    let path = session.req_header().uri.path();
+    if is_robots_path(path) {
+        return;
+    }
+    let violation = loaded
+        .robots
+        .check(metrics, &zone.name, &bot.name, &bot.robots_token, path);
+    ctx.robots_violation = violation.map(Box::new);
+}
+
 /// The head of a robots.txt the edge answers itself: `200 text/plain`, `len` bytes.
 fn managed_head(ctx: &mut crate::ctx::RequestCtx, len: usize) -> pingora::Result<ResponseHeader> {
     let mut head = ResponseHeader::build(200, Some(4))?;
