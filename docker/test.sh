@@ -32,6 +32,8 @@
 #                            missing; valkey/valkey:8 works too when present)
 #   SIGNPOST_REBUILD_BASE=1  remake the stand-in base images even when the tags exist
 #   SIGNPOST_TEST_BUILD_ONLY=1  stop after `docker build`
+#   SIGNPOST_TEST_QUICK_BUILD=1 build without LTO and with 16 codegen units (the same program,
+#                            built minutes faster; CI sets it: a behaviour test needs no speed)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -347,7 +349,11 @@ mkdir -p "$ctx/.cargo"
 # ---------------------------------------------------------------------------------------------
 log "docker build -t $image (classic builder; log: docker/.build/build.log)"
 build_start=$SECONDS
-if ! docker build -t "$image" -f "$ctx/Dockerfile" "$ctx" 2>&1 | tee "$work/build.log" \
+build_args=()
+if [[ ${SIGNPOST_TEST_QUICK_BUILD:-0} == 1 ]]; then
+    build_args=(--build-arg CARGO_PROFILE_RELEASE_LTO=off --build-arg CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16)
+fi
+if ! docker build "${build_args[@]}" -t "$image" -f "$ctx/Dockerfile" "$ctx" 2>&1 | tee "$work/build.log" \
     | sed -u 's/\x1b\[[0-9;]*m//g' \
     | grep --line-buffered -E '^(Sending build context|Step [0-9]+/|Successfully (built|tagged)|error(\[|:)| +Finished )' \
     | sed -u 's/^/    /' >&2; then
