@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 
 use crate::custom::Custom;
 use crate::problem::{Branding, View};
-use crate::tokens::{TokenValues, expand_markdown, markdown_literal};
+use crate::tokens::{Escape, TokenValues, expand_into, expand_markdown, markdown_literal};
 
 pub(crate) fn render(
     view: &View<'_>,
@@ -50,18 +50,16 @@ pub(crate) fn render(
     // The operator's own body, if the rule gives one: its Markdown with token values escaped, or
     // its text shown literally. The frontmatter above is the edge's either way.
     if let Some(markdown) = &custom.markdown {
-        out.push_str(&expand_markdown(markdown, tokens));
+        expand_markdown(&mut out, markdown, tokens);
         if !out.ends_with('\n') {
             out.push('\n');
         }
         return out.into_bytes();
     }
     if let Some(text) = &custom.text {
-        out.push_str(&markdown_literal(&crate::tokens::expand(
-            text,
-            tokens,
-            crate::tokens::Escape::None,
-        )));
+        let mut expanded = String::with_capacity(text.len() + 32);
+        expand_into(&mut expanded, text, tokens, Escape::None);
+        markdown_literal(&mut out, &expanded);
         out.push('\n');
         return out.into_bytes();
     }

@@ -7,6 +7,9 @@
 
 use std::fmt::Write as _;
 use std::ops::Range;
+use std::sync::LazyLock;
+
+use memchr::memmem;
 
 /// Every token an operator may write, without the surrounding `::`.
 pub const TOKENS: &[&str] = &[
@@ -63,12 +66,26 @@ pub fn unknown_tokens(text: &str) -> Vec<(Range<usize>, String)> {
         .collect()
 }
 
+/// The searcher for `::`, the start of every token: built once, it skips a page's single colons
+/// (CSS, URLs) in bulk.
+static COLONS: LazyLock<memmem::Finder<'static>> = LazyLock::new(|| memmem::Finder::new("::"));
+
+/// Where the first `::` in `text` starts. A short text (a title, a JSON member) is searched byte
+/// by byte, which costs less than setting a searcher up; a long one (a page) with [`COLONS`].
+fn find_colons(text: &[u8]) -> Option<usize> {
+    if text.len() >= 64 {
+        return COLONS.find(text);
+    }
+    let last = text.len().checked_sub(1)?;
+    (0..last).find(|&i| text[i] == b':' && text[i + 1] == b':')
+}
+
 /// Every token-shaped `::NAME::` in `text`, in order.
 fn scan(text: &str) -> impl Iterator<Item = (Range<usize>, &str)> {
     let bytes = text.as_bytes();
     let mut at = 0;
     std::iter::from_fn(move || {
-        while let Some(found) = text.get(at..).and_then(|rest| rest.find("::")) {
+        while let Some(found) = bytes.get(at..).and_then(find_colons) {
             let start = at + found;
             let name_start = start + 2;
             let len = bytes[name_start..]
@@ -93,58 +110,133 @@ fn scan(text: &str) -> impl Iterator<Item = (Range<usize>, &str)> {
 /// token-shaped text is left as written (a policy with one does not load).
 pub fn expand(text: &str, values: &TokenValues<'_>, escape: Escape) -> String {
     let mut out = String::with_capacity(text.len() + 32);
+    expand_into(&mut out, text, values, escape);
+    out
+}
+
+/// Appends `text` with its tokens expanded, as [`expand`] returns it.
+pub(crate) fn expand_into(out: &mut String, text: &str, values: &TokenValues<'_>, escape: Escape) {
+    expand_with(text, values, |piece| match piece {
+        Piece::Text(text) => out.push_str(text),
+        Piece::Value(value) => escape_into(out, value, escape),
+        // Digits need no escaping in any format.
+        Piece::Number(n) => push_number(out, n),
+    });
+}
+
+/// A piece of expanded text: the operator's own text, a token's value (to escape), or a number
+/// (the code or the wait, which no format escapes).
+pub(crate) enum Piece<'t> {
+    Text(&'t str),
+    Value(&'t str),
+    Number(u32),
+}
+
+/// Hands `text` to `emit` piece by piece, with every known token replaced by its value.
+pub(crate) fn expand_with<'t>(
+    text: &'t str,
+    values: &TokenValues<'t>,
+    mut emit: impl FnMut(Piece<'t>),
+) {
     let mut last = 0;
     for (range, name) in scan(text) {
-        let value: std::borrow::Cow<'_, str> = match name {
-            "CLIENT_IP" => values.client_ip.into(),
-            "RAY_ID" => values.ray_id.into(),
-            "GEO" => values.geo.into(),
-            "CODE" => values.code.to_string().into(),
-            "RETRY_AFTER" => values
-                .retry_after
-                .map(|s| s.to_string())
-                .unwrap_or_default()
-                .into(),
-            "ZONE" => values.zone.into(),
-            "HOST" => values.host.into(),
+        let value = match name {
+            "CLIENT_IP" => Piece::Value(values.client_ip),
+            "RAY_ID" => Piece::Value(values.ray_id),
+            "GEO" => Piece::Value(values.geo),
+            "CODE" => Piece::Number(u32::from(values.code)),
+            "RETRY_AFTER" => match values.retry_after {
+                Some(seconds) => Piece::Number(seconds),
+                None => Piece::Value(""),
+            },
+            "ZONE" => Piece::Value(values.zone),
+            "HOST" => Piece::Value(values.host),
             _ => continue,
         };
-        out.push_str(&text[last..range.start]);
-        escape_into(&mut out, &value, escape);
+        if last < range.start {
+            emit(Piece::Text(&text[last..range.start]));
+        }
+        emit(value);
         last = range.end;
     }
-    out.push_str(&text[last..]);
-    out
+    if last < text.len() {
+        emit(Piece::Text(&text[last..]));
+    }
+}
+
+/// Appends the decimal digits of `n`.
+pub(crate) fn push_number(out: &mut String, n: u32) {
+    out.push_str(decimal(n, &mut [0; 10]));
+}
+
+/// The decimal digits of `n`, written at the end of `buf`.
+pub(crate) fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    // ASCII digits only, so this never falls back.
+    std::str::from_utf8(&buf[at..]).unwrap_or_default()
 }
 
 /// Appends `value` escaped for `escape`.
 pub fn escape_into(out: &mut String, value: &str, escape: Escape) {
     match escape {
         Escape::None => out.push_str(value),
-        Escape::Html => {
-            for c in value.chars() {
-                match c {
-                    '&' => out.push_str("&amp;"),
-                    '<' => out.push_str("&lt;"),
-                    '>' => out.push_str("&gt;"),
-                    '"' => out.push_str("&quot;"),
-                    '\'' => out.push_str("&#39;"),
-                    c => out.push(c),
-                }
-            }
-        }
+        Escape::Html => replace_chars(out, value, |c| match c {
+            '&' => Some(Swap::With("&amp;")),
+            '<' => Some(Swap::With("&lt;")),
+            '>' => Some(Swap::With("&gt;")),
+            '"' => Some(Swap::With("&quot;")),
+            '\'' => Some(Swap::With("&#39;")),
+            _ => None,
+        }),
         Escape::Markdown => markdown_text(out, value),
-        Escape::Text => {
-            for c in value.chars() {
-                let breaks = c.is_control() || c == '\u{2028}' || c == '\u{2029}';
-                out.push(if breaks {
-                    char::REPLACEMENT_CHARACTER
-                } else {
-                    c
-                });
+        Escape::Text => replace_chars(out, value, |c| {
+            line_break_or_control(c).then_some(Swap::With("\u{fffd}"))
+        }),
+    }
+}
+
+/// What [`replace_chars`] does with one character.
+enum Swap {
+    /// Writes this instead of the character.
+    With(&'static str),
+    /// Writes a backslash, then the character.
+    Backslash,
+}
+
+/// Appends `value` with the characters `swap` names replaced, copying the runs in between
+/// whole rather than one character at a time.
+fn replace_chars(out: &mut String, value: &str, swap: impl Fn(char) -> Option<Swap>) {
+    out.reserve(value.len());
+    let mut run = 0;
+    for (i, c) in value.char_indices() {
+        let Some(swap) = swap(c) else { continue };
+        out.push_str(&value[run..i]);
+        match swap {
+            Swap::With(text) => {
+                out.push_str(text);
+                run = i + c.len_utf8();
+            }
+            Swap::Backslash => {
+                out.push('\\');
+                // The character itself starts the next run.
+                run = i;
             }
         }
     }
+    out.push_str(&value[run..]);
+}
+
+/// A control character or a line break (including NEL, LS and PS).
+fn line_break_or_control(c: char) -> bool {
+    c.is_control() || c == '\u{2028}' || c == '\u{2029}'
 }
 
 /// Markdown text that reads back as `value` and adds no structure: control characters and line
@@ -152,34 +244,31 @@ pub fn escape_into(out: &mut String, value: &str, escape: Escape) {
 /// every ASCII punctuation character is backslash-escaped (CommonMark allows the escape before
 /// any of them), so it cannot start a heading, list, quote, fence, link, emphasis or HTML.
 pub fn markdown_text(out: &mut String, value: &str) {
-    for c in value.chars() {
-        match c {
-            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => out.push(' '),
-            c if c.is_ascii_punctuation() => {
-                out.push('\\');
-                out.push(c);
-            }
-            c => out.push(c),
+    replace_chars(out, value, |c| {
+        if c.is_ascii_punctuation() {
+            Some(Swap::Backslash)
+        } else if line_break_or_control(c) {
+            Some(Swap::With(" "))
+        } else {
+            None
         }
-    }
+    });
 }
 
-/// Operator text shown literally in Markdown: each line escaped as [`markdown_text`], line
+/// Appends operator text shown literally in Markdown: each line escaped as [`markdown_text`], line
 /// breaks kept (blank lines still separate paragraphs).
-pub(crate) fn markdown_literal(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + 16);
+pub(crate) fn markdown_literal(out: &mut String, text: &str) {
     for (i, line) in text.lines().enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        markdown_text(&mut out, line);
+        markdown_text(out, line);
     }
-    out
 }
 
-/// `text` with its tokens as Markdown (values escaped), for Markdown the operator wrote.
-pub(crate) fn expand_markdown(text: &str, values: &TokenValues<'_>) -> String {
-    expand(text, values, Escape::Markdown)
+/// Appends `text` with its tokens as Markdown (values escaped), for Markdown the operator wrote.
+pub(crate) fn expand_markdown(out: &mut String, text: &str, values: &TokenValues<'_>) {
+    expand_into(out, text, values, Escape::Markdown);
 }
 
 /// Writes a short description of every token, for messages.
@@ -196,6 +285,8 @@ pub fn token_list() -> String {
 
 #[cfg(test)]
 mod tests {
+    use proptest::prelude::*;
+
     use super::*;
 
     fn values() -> TokenValues<'static> {
@@ -259,5 +350,117 @@ mod tests {
             expand("h=::HOST::\n", &v, Escape::Text),
             "h=a\u{fffd}[2J\u{fffd}\u{fffd}b\u{fffd}<c>\n"
         );
+    }
+    /// The escaping as first written, one character at a time: the run-copying code must agree.
+    fn reference_escape(value: &str, escape: Escape) -> String {
+        let mut out = String::new();
+        for c in value.chars() {
+            let breaks = c.is_control() || c == '\u{2028}' || c == '\u{2029}';
+            match escape {
+                Escape::None => out.push(c),
+                Escape::Html => match c {
+                    '&' => out.push_str("&amp;"),
+                    '<' => out.push_str("&lt;"),
+                    '>' => out.push_str("&gt;"),
+                    '"' => out.push_str("&quot;"),
+                    '\'' => out.push_str("&#39;"),
+                    c => out.push(c),
+                },
+                Escape::Markdown if breaks => out.push(' '),
+                Escape::Markdown if c.is_ascii_punctuation() => {
+                    out.push('\\');
+                    out.push(c);
+                }
+                Escape::Markdown => out.push(c),
+                Escape::Text if breaks => out.push(char::REPLACEMENT_CHARACTER),
+                Escape::Text => out.push(c),
+            }
+        }
+        out
+    }
+
+    /// Token expansion as first written: a substring search for `::`, values formatted.
+    fn reference_expand(text: &str, values: &TokenValues<'_>, escape: Escape) -> String {
+        let bytes = text.as_bytes();
+        let mut out = String::new();
+        let (mut at, mut last) = (0, 0);
+        while let Some(found) = text.get(at..).and_then(|rest| rest.find("::")) {
+            let start = at + found;
+            let name_start = start + 2;
+            let len = bytes[name_start..]
+                .iter()
+                .take_while(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || **b == b'_')
+                .count();
+            let name_end = name_start + len;
+            let shaped = len > 0
+                && bytes[name_start].is_ascii_uppercase()
+                && bytes.get(name_end..name_end + 2) == Some(b"::");
+            if !shaped {
+                at = start + 1;
+                continue;
+            }
+            at = name_end + 2;
+            let value = match &text[name_start..name_end] {
+                "CLIENT_IP" => values.client_ip.to_owned(),
+                "RAY_ID" => values.ray_id.to_owned(),
+                "GEO" => values.geo.to_owned(),
+                "CODE" => values.code.to_string(),
+                "RETRY_AFTER" => values
+                    .retry_after
+                    .map(|s| s.to_string())
+                    .unwrap_or_default(),
+                "ZONE" => values.zone.to_owned(),
+                "HOST" => values.host.to_owned(),
+                _ => continue,
+            };
+            out.push_str(&text[last..start]);
+            out.push_str(&reference_escape(&value, escape));
+            last = at;
+        }
+        out.push_str(&text[last..]);
+        out
+    }
+
+    /// Text made mostly of what matters here: colons, token names, punctuation, controls, line
+    /// breaks and multi-byte characters.
+    fn tricky_text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            Just("::".to_owned()),
+            Just(":".to_owned()),
+            prop::sample::select(TOKENS).prop_map(|t| format!("::{t}::")),
+            prop::sample::select(TOKENS).prop_map(str::to_owned),
+            Just("::FOO::".to_owned()),
+            "[ -~]{0,4}",
+            "[\\x{0}-\\x{1f}\\x{7f}-\\x{a0}\\x{2028}\\x{2029}é€😀]{0,3}",
+        ];
+        prop::collection::vec(piece, 0..40).prop_map(|pieces| pieces.concat())
+    }
+
+    proptest! {
+        #[test]
+        fn escaping_agrees_with_the_reference(value in tricky_text()) {
+            for escape in [Escape::None, Escape::Html, Escape::Markdown, Escape::Text] {
+                let mut out = String::from("x");
+                escape_into(&mut out, &value, escape);
+                prop_assert_eq!(&out[1..], reference_escape(&value, escape), "{:?}", escape);
+            }
+        }
+
+        #[test]
+        fn expansion_agrees_with_the_reference(
+            text in tricky_text(),
+            host in tricky_text(),
+            code in any::<u16>(),
+            retry_after in prop::option::of(any::<u32>()),
+        ) {
+            let v = TokenValues { host: &host, code, retry_after, ..values() };
+            for escape in [Escape::None, Escape::Html, Escape::Markdown, Escape::Text] {
+                prop_assert_eq!(
+                    expand(&text, &v, escape),
+                    reference_expand(&text, &v, escape),
+                    "{:?}", escape
+                );
+            }
+        }
     }
 }
