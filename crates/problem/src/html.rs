@@ -3,7 +3,7 @@
 use askama::Template;
 use pulldown_cmark::{Options, Parser, html};
 
-use crate::problem::{Branding, View};
+use crate::problem::{Branding, Prose, View};
 
 /// The page. askama escapes every `{{ }}` for HTML; only `guidance_html`, rendered here from
 /// the catalog's or the operator's trusted Markdown (a request's value reaches it only through a
@@ -43,10 +43,10 @@ impl Way {
     }
 }
 
-pub(crate) fn render(view: &View<'_>, branding: &Branding) -> Vec<u8> {
+pub(crate) fn render(view: &View<'_>, prose: &Prose, branding: &Branding) -> Vec<u8> {
     let problem = view.problem;
     let entry = problem.entry;
-    let guidance = &view.guidance;
+    let guidance = &prose.guidance;
     let mut guidance_html = String::with_capacity(guidance.len() * 2);
     html::push_html(
         &mut guidance_html,
@@ -54,9 +54,9 @@ pub(crate) fn render(view: &View<'_>, branding: &Branding) -> Vec<u8> {
     );
     let page = Page {
         code: entry.code.get(),
-        title: &view.title,
-        wire_title: &view.wire_title,
-        detail: &view.detail,
+        title: &prose.title,
+        wire_title: &prose.wire_title,
+        detail: &prose.detail,
         guidance_html,
         ray_id: problem.ray_id,
         timestamp: problem.timestamp_string(),

@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 
 use crate::catalog::Category;
 use crate::custom::{Custom, FIXED_MEMBERS, HEADER_MEMBERS};
-use crate::problem::{Branding, View};
+use crate::problem::{Branding, Prose, View};
 use crate::tokens::{Escape, TokenValues, expand};
 
 /// The wire object. Field order here is the member order on the wire (serde keeps declaration
@@ -39,6 +39,7 @@ struct Body<'a> {
 
 pub(crate) fn render(
     view: &View<'_>,
+    prose: &Prose,
     branding: &Branding,
     custom: &Custom,
     tokens: &TokenValues<'_>,
@@ -49,9 +50,9 @@ pub(crate) fn render(
     let timestamp = problem.timestamp_string();
     let body = Body {
         type_uri: &type_uri,
-        title: &view.wire_title,
+        title: &prose.wire_title,
         status: view.status,
-        detail: &view.detail,
+        detail: &prose.detail,
         instance: problem.ray_id,
         error_code: entry.code.get(),
         error_name: &entry.error_name,
@@ -66,7 +67,7 @@ pub(crate) fn render(
         retryable: view.retryable,
         retry_after: view.retry_after,
         owner_action_required: entry.owner_action_required,
-        what_you_should_do: &view.guidance,
+        what_you_should_do: &prose.guidance,
         footer: &branding.footer,
     };
     let Some(extra) = &custom.json else {

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::custom::Custom;
-use crate::problem::{Branding, View};
+use crate::problem::{Branding, Prose, View};
 use crate::tokens::{Escape, TokenValues, expand_into, expand_markdown, markdown_literal};
 
 pub(crate) fn render(
@@ -11,6 +11,7 @@ pub(crate) fn render(
     branding: &Branding,
     custom: &Custom,
     tokens: &TokenValues<'_>,
+    prose: impl FnOnce() -> Prose,
 ) -> Vec<u8> {
     let problem = view.problem;
     let entry = problem.entry;
@@ -66,12 +67,13 @@ pub(crate) fn render(
     // The catalog's text and the operator's are trusted; a value from the request reaches the
     // prose only through a token, escaped as Markdown on one line, so a client cannot give the
     // prose structure.
+    let prose = prose();
     let _ = write!(
         out,
         "# {}\n\n## What Happened\n\n{}\n\n## What You Should Do\n\n{}\n\n---\n\n{}\n",
-        view.wire_title,
-        view.detail,
-        view.guidance,
+        prose.wire_title,
+        prose.detail,
+        prose.guidance,
         branding.footer_line(),
     );
     out.into_bytes()

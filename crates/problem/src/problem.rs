@@ -1,5 +1,6 @@
 //! One problem occurrence, and rendering it in the negotiated format with its headers.
 
+use std::borrow::Cow;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
@@ -219,42 +220,25 @@ pub fn render_custom(
         zone: problem.zone,
         ..*tokens
     };
-    // Text fields land in a JSON string or an HTML template (both escape what they are given)
-    // or in Markdown prose; guidance is Markdown in every format.
-    let text_escape = match format {
-        Format::Markdown => Escape::Markdown,
-        _ => Escape::None,
-    };
-    let text = |given: &Option<String>, default: &str| {
-        given
-            .as_ref()
-            .map_or_else(|| default.to_owned(), |t| expand(t, &tokens, text_escape))
-    };
-    let title = text(&custom.title, &entry.title);
-    let wire_title = match &custom.title {
-        Some(_) => format!("Error {}: {title}", entry.code),
-        None => entry.wire_title().to_owned(),
-    };
-    let guidance = match &custom.what_you_should_do {
-        Some(t) => expand(t, &tokens, Escape::Markdown),
-        None => entry.guidance(retry_after),
-    };
     let view = View {
         problem,
         status: custom.status.unwrap_or(entry.status),
         retryable,
         retry_after,
-        detail: text(&custom.detail, &entry.detail),
-        title,
-        wire_title,
-        guidance,
     };
+    // The prose is made only for a body that shows it: the operator's own HTML page, Markdown or
+    // text replaces it.
+    let prose = |escape| Prose::new(entry, custom, &tokens, retry_after, escape);
     let body = match format {
-        Format::Json | Format::ProblemJson => json::render(&view, branding, custom, &tokens),
-        Format::Markdown => markdown::render(&view, branding, custom, &tokens),
+        Format::Json | Format::ProblemJson => {
+            json::render(&view, &prose(Escape::None), branding, custom, &tokens)
+        }
+        Format::Markdown => {
+            markdown::render(&view, branding, custom, &tokens, || prose(Escape::Markdown))
+        }
         Format::Html => match &custom.html {
             Some(page) => expand(page, &tokens, Escape::Html).into_bytes(),
-            None => html::render(&view, branding),
+            None => html::render(&view, &prose(Escape::None), branding),
         },
         Format::Text => text_body(custom.text.as_deref().unwrap_or_default(), &tokens),
     };
@@ -282,10 +266,47 @@ pub(crate) struct View<'a> {
     pub status: u16,
     pub retryable: bool,
     pub retry_after: Option<u32>,
-    /// The short title and the wire title (`Error 1015: ...`), tokens expanded for the format.
-    pub title: String,
-    pub wire_title: String,
-    pub detail: String,
+}
+
+/// The prose of an answer after the operator's rule, tokens expanded for the format: the
+/// catalog's text where the rule gives none.
+pub(crate) struct Prose {
+    /// The short title and the wire title (`Error 1015: ...`).
+    pub title: Cow<'static, str>,
+    pub wire_title: Cow<'static, str>,
+    pub detail: Cow<'static, str>,
     /// Markdown guidance, token values escaped as Markdown.
     pub guidance: String,
+}
+
+impl Prose {
+    /// Text fields land in a JSON string or an HTML template (both escape what they are given),
+    /// `escape` being `None`, or in Markdown prose; guidance is Markdown in every format.
+    pub(crate) fn new(
+        entry: &'static CatalogEntry,
+        custom: &Custom,
+        tokens: &TokenValues<'_>,
+        retry_after: Option<u32>,
+        escape: Escape,
+    ) -> Prose {
+        let text = |given: &Option<String>, default: &'static str| match given {
+            Some(t) => Cow::Owned(expand(t, tokens, escape)),
+            None => Cow::Borrowed(default),
+        };
+        let title = text(&custom.title, &entry.title);
+        let wire_title = match &custom.title {
+            Some(_) => Cow::Owned(format!("Error {}: {title}", entry.code)),
+            None => Cow::Borrowed(entry.wire_title()),
+        };
+        let guidance = match &custom.what_you_should_do {
+            Some(t) => expand(t, tokens, Escape::Markdown),
+            None => entry.guidance(retry_after),
+        };
+        Prose {
+            title,
+            wire_title,
+            detail: text(&custom.detail, &entry.detail),
+            guidance,
+        }
+    }
 }
