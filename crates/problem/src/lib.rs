@@ -6,8 +6,9 @@
 //! request contributes (ray id, time, host, a rate limiter's wait), and each renderer is a pure
 //! function of the two. So the formats cannot disagree on meaning, the `Retry-After` header and
 //! body always match, and everything taken from the request is escaped by the renderer that
-//! owns the format (serde_json, a YAML-safe scalar writer, askama). The crate does no I/O and
-//! knows nothing of Pingora, so it is tested and benched on plain values.
+//! owns the format (a JSON string writer held to serde_json's output, a YAML-safe scalar writer,
+//! askama). The crate does no I/O and knows nothing of Pingora, so it is tested and benched on
+//! plain values.
 //!
 //! ```
 //! use std::time::{Duration, UNIX_EPOCH};
