@@ -54,7 +54,7 @@ pub(crate) fn render(view: &View<'_>, prose: &Prose, branding: &Branding) -> Vec
     );
     let page = Page {
         code: entry.code.get(),
-        title: &prose.title,
+        title: prose.title(),
         wire_title: &prose.wire_title,
         detail: &prose.detail,
         guidance_html,

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use crate::catalog::CatalogEntry;
 use crate::custom::Custom;
 use crate::negotiate::Format;
-use crate::tokens::{Escape, TokenValues, expand};
+use crate::tokens::{Escape, TokenValues, expand, expand_into, push_number};
 use crate::{html, json, markdown};
 
 /// The response header that carries the ray id.
@@ -271,9 +271,12 @@ pub(crate) struct View<'a> {
 /// The prose of an answer after the operator's rule, tokens expanded for the format: the
 /// catalog's text where the rule gives none.
 pub(crate) struct Prose {
-    /// The short title and the wire title (`Error 1015: ...`).
-    pub title: Cow<'static, str>,
+    /// The wire title, `Error 1015: <title>`.
     pub wire_title: Cow<'static, str>,
+    /// Where the short title starts in `wire_title`, when the rule gives one.
+    title_at: Option<usize>,
+    /// The catalog's short title.
+    entry_title: &'static str,
     pub detail: Cow<'static, str>,
     /// Markdown guidance, token values escaped as Markdown.
     pub guidance: String,
@@ -289,24 +292,41 @@ impl Prose {
         retry_after: Option<u32>,
         escape: Escape,
     ) -> Prose {
-        let text = |given: &Option<String>, default: &'static str| match given {
-            Some(t) => Cow::Owned(expand(t, tokens, escape)),
-            None => Cow::Borrowed(default),
+        // The rule's title is expanded straight after the wire title's `Error <code>: `.
+        let (wire_title, title_at) = match &custom.title {
+            Some(title) => {
+                let mut wire = String::with_capacity(title.len() + 48);
+                wire.push_str("Error ");
+                push_number(&mut wire, u32::from(entry.code.get()));
+                wire.push_str(": ");
+                let at = wire.len();
+                expand_into(&mut wire, title, tokens, escape);
+                (Cow::Owned(wire), Some(at))
+            }
+            None => (Cow::Borrowed(entry.wire_title()), None),
         };
-        let title = text(&custom.title, &entry.title);
-        let wire_title = match &custom.title {
-            Some(_) => Cow::Owned(format!("Error {}: {title}", entry.code)),
-            None => Cow::Borrowed(entry.wire_title()),
+        let detail = match &custom.detail {
+            Some(detail) => Cow::Owned(expand(detail, tokens, escape)),
+            None => Cow::Borrowed(entry.detail.as_str()),
         };
         let guidance = match &custom.what_you_should_do {
             Some(t) => expand(t, tokens, Escape::Markdown),
             None => entry.guidance(retry_after),
         };
         Prose {
-            title,
             wire_title,
-            detail: text(&custom.detail, &entry.detail),
+            title_at,
+            entry_title: &entry.title,
+            detail,
             guidance,
+        }
+    }
+
+    /// The short title.
+    pub(crate) fn title(&self) -> &str {
+        match self.title_at {
+            Some(at) => &self.wire_title[at..],
+            None => self.entry_title,
         }
     }
 }
