@@ -177,15 +177,15 @@ pub const WORKING_BYTES_PER_TAG: usize = 600;
 /// page URL, so the target is the one a browser would follow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LinkForm {
-    /// Every target as an absolute URL (`https://example.com/docs/a.html`): what the edge sends,
-    /// readable without knowing where the page came from.
+    /// Every target as an absolute URL (`https://example.com/docs/a.html`), readable without
+    /// knowing where the page came from.
     #[default]
     Absolute,
     /// Targets on the page's own origin (same scheme, host and port as the page URL) as
     /// root-relative references (`/docs/a.html`), targets elsewhere absolute; the page URL is
-    /// then in the frontmatter as `url`. The same targets for fewer tokens: a site's own links
-    /// are most of a documentation page's links, and their `https://host` is a tenth of its
-    /// tokens on the Apache and Python manuals.
+    /// then in the frontmatter as `url`. What the edge sends. The same targets for fewer
+    /// tokens: a site's own links are most of a documentation page's links, and their
+    /// `https://host` is a tenth of its tokens on the Apache and Python manuals.
     ///
     /// An agent resolves them right by RFC 3986 reference resolution (section 5.2): a reference
     /// that starts with one `/` keeps the base URI's scheme and authority and takes its own path,
@@ -200,7 +200,7 @@ pub enum LinkForm {
 /// Decodes and converts an origin body; `url` is the request URL that relative links resolve
 /// against (with `<base href>` applied on top).
 pub fn convert(source: &Source<'_>, url: Option<&str>, limits: &Limits) -> Result<String, Error> {
-    convert_within(source, url, limits, |_| Some(()))
+    convert_with(source, url, limits, LinkForm::Absolute)
 }
 
 /// [`convert`] with the links written as `links` says.
@@ -210,26 +210,24 @@ pub fn convert_with(
     limits: &Limits,
     links: LinkForm,
 ) -> Result<String, Error> {
-    let decoded = decode_body(source.body, source.content_encoding, limits.max_bytes)?;
-    let text = to_utf8(&decoded, source.content_type);
-    let base = url.and_then(|u| Url::parse(u).ok());
-    convert_html_with(&text, base.as_ref(), limits, links)
+    convert_within(source, url, limits, links, |_| Some(()))
 }
 
-/// [`convert`] within a memory budget: once the page is decoded, `reserve` is given its
+/// [`convert_with`] within a memory budget: once the page is decoded, `reserve` is given its
 /// [`working_bytes`] and says whether there is room ([`Error::NoRoom`] if not); what it returns
 /// (a reservation) is held until the conversion ends.
 pub fn convert_within<R>(
     source: &Source<'_>,
     url: Option<&str>,
     limits: &Limits,
+    links: LinkForm,
     reserve: impl FnOnce(usize) -> Option<R>,
 ) -> Result<String, Error> {
     let decoded = decode_body(source.body, source.content_encoding, limits.max_bytes)?;
     let text = to_utf8(&decoded, source.content_type);
     let _reservation = reserve(working_bytes(text.as_bytes())).ok_or(Error::NoRoom)?;
     let base = url.and_then(|u| Url::parse(u).ok());
-    convert_html(&text, base.as_ref(), limits)
+    convert_html_with(&text, base.as_ref(), limits, links)
 }
 
 /// Converts UTF-8 HTML (already decoded) to the Markdown the edge sends.
