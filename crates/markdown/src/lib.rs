@@ -16,7 +16,8 @@
 //!    see `navigation.rs`); one iterative walk collects the title,
 //!    description, Open Graph image, `<base href>` and JSON-LD, makes links and images
 //!    absolute against `<base href>` or the request URL (or, as [`LinkForm::RootRelative`] asks,
-//!    root-relative when on the page's own origin), turns no-break spaces outside code into
+//!    root-relative when on the page's own origin), cuts `<code>` elements at the links they
+//!    hold (so each link is a link, not text in a code span), turns no-break spaces outside code into
 //!    plain ones, and replaces `<div>`s that only wrap
 //!    blocks by those blocks (the same Markdown, fewer copies in htmd), and makes htmd's joins of
 //!    neighbouring inline elements in one pass (htmd's own are quadratic). A tree deeper than
@@ -247,7 +248,7 @@ pub fn convert_html_with(
     }
     let dom = filter::parse(html, limits)?;
     dom::remove_all(&navigation::find(&dom.document));
-    let meta = dom::walk_with(&dom.document, url, links)?;
+    let meta = dom::walk_with(&dom.document, url, links, html.len())?;
     let body = CONVERTER.with(|converter| converter.tree_to_markdown(&dom.document));
     // The tree is the largest thing held, and the line pass needs only the Markdown.
     drop(dom);
@@ -524,7 +525,7 @@ pub fn step_times(html: &str, url: Option<&Url>, limits: &Limits) -> [std::time:
     };
     dom::remove_all(&navigation::find(&dom.document));
     let t2 = std::time::Instant::now();
-    let _ = dom::walk(&dom.document, url);
+    let _ = dom::walk_with(&dom.document, url, LinkForm::Absolute, html.len());
     let t3 = std::time::Instant::now();
     let body = CONVERTER.with(|converter| converter.tree_to_markdown(&dom.document));
     let t4 = std::time::Instant::now();
