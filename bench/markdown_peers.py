@@ -24,7 +24,7 @@ Driven by bench/markdown_peers.sh, which builds the two example binaries this re
   as content; the main-text ones count what a neutral extractor sees as the page's content.
 
 Converters, each with its defaults but for the output format: signpost (root-relative
-same-site links, and absolute as the edge sends them), html2text (baseurl set to the page's URL),
+same-site links as the edge sends them, and absolute), html2text (baseurl set to the page's URL),
 markdownify, pandoc (-f html -t gfm).
 """
 

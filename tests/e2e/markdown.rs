@@ -236,6 +236,20 @@ fn links(md: &str) -> Vec<String> {
         .collect()
 }
 
+/// Every link and image target resolved as an agent resolves it (RFC 3986 section 5): against
+/// the frontmatter's `url`, the page's absolute URL.
+fn resolved_links(md: &str) -> Vec<String> {
+    let (yaml, _) = frontmatter(md);
+    let page = yaml["url"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no url in the frontmatter of {md}"));
+    let page = url::Url::parse(page).unwrap();
+    links(md)
+        .iter()
+        .map(|link| page.join(link).unwrap().to_string())
+        .collect()
+}
+
 fn code_blocks(md: &str) -> Vec<(String, String)> {
     let mut blocks = Vec::new();
     let mut current: Option<(String, String)> = None;
@@ -310,9 +324,24 @@ fn documentation_page_converts() {
         headings(&md),
         ["Configuring zones", "Example", "Settings", "Timeouts"]
     );
+    // Same-site links root-relative, other hosts' absolute, and the page's absolute URL in
+    // the frontmatter, against which each resolves to the target the page names.
     let base = format!("http://example.com:{}", edge.addr.port());
     assert_eq!(
+        yaml["url"].as_str(),
+        Some(format!("{base}/docs/zones.html").as_str())
+    );
+    assert_eq!(
         links(&md),
+        [
+            "/docs/rules.html#order",
+            "/docs/rules.html",
+            "https://example.org/spec",
+            "/img/zones-diagram.png",
+        ]
+    );
+    assert_eq!(
+        resolved_links(&md),
         [
             format!("{base}/docs/rules.html#order"),
             format!("{base}/docs/rules.html"),
@@ -375,7 +404,12 @@ fn blog_post_frontmatter_json_ld_and_origin_content_signal() {
     );
     assert!(!body.contains("We use cookies") && !body.contains("RSS"));
     assert!(!body.contains("dataLayer"));
-    assert!(links(&md).contains(&format!("{base}/blog/charts/tokens.png")));
+    assert_eq!(
+        yaml["url"].as_str(),
+        Some(format!("{base}/blog/markdown-edge").as_str())
+    );
+    assert!(links(&md).contains(&"/blog/charts/tokens.png".to_string()));
+    assert!(resolved_links(&md).contains(&format!("{base}/blog/charts/tokens.png")));
     // All JSON-LD blocks, as one fenced json block at the end.
     let blocks = code_blocks(&md);
     assert_eq!(blocks.len(), 1);
@@ -446,9 +480,13 @@ fn gzip_and_br_bodies_convert_like_plain_ones() {
             .send()
             .unwrap();
         let md = converted(r);
-        // Same page, same Markdown, but for links resolved against another path.
+        // Same page, same Markdown, but for the page URL in the frontmatter.
         assert_eq!(headings(&md), headings(&plain), "{path}");
-        assert_eq!(md.len(), plain.len(), "{path}");
+        assert_eq!(frontmatter(&md).1, frontmatter(&plain).1, "{path}");
+        assert_eq!(
+            frontmatter(&md).0["url"].as_str(),
+            Some(format!("http://example.com:{}{path}", edge.addr.port()).as_str())
+        );
         // The origin was offered only codings the edge can undo.
         assert_eq!(origin.seen("accept-encoding").as_deref(), Some("gzip, br"));
     }
@@ -613,7 +651,7 @@ fn frontmatter_reads_back_through_pyyaml() {
         )
         .unwrap_or_else(|e| panic!("{path}: {yaml}\n{e}"));
         let (ours, _) = frontmatter(&md);
-        for key in ["title", "description", "image"] {
+        for key in ["title", "description", "image", "url"] {
             assert_eq!(py[key].as_str(), ours[key].as_str(), "{path} {key}: {yaml}");
         }
         if path == "/hostile-meta" {
@@ -643,7 +681,15 @@ fn markdown_command_previews_a_page() {
         yaml["title"].as_str(),
         Some("Configuring zones — signpost documentation")
     );
-    assert!(links(&md).contains(&"https://docs.example/docs/rules.html#order".to_string()));
+    // As the edge sends it: same-site links root-relative, the page URL in the frontmatter.
+    assert_eq!(
+        yaml["url"].as_str(),
+        Some("https://docs.example/docs/zones.html")
+    );
+    assert!(links(&md).contains(&"/docs/rules.html#order".to_string()));
+    assert!(
+        resolved_links(&md).contains(&"https://docs.example/docs/rules.html#order".to_string())
+    );
     let stderr = String::from_utf8(out.stderr).unwrap();
     let size = page_file("docs.html").len();
     assert!(

@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use crate::support::{Edge, admin_get, client, header_lines, metric, policy};
+use crate::support::{Edge, admin_get, client, frontmatter, header_lines, metric, policy};
 
 /// A request as the origin received it.
 #[derive(Clone, Debug)]
@@ -80,13 +80,14 @@ impl Drop for CountingOrigin {
 }
 
 /// An HTML page naming the host, target, version and `X-Lang` it was made for, about `filler`
-/// paragraphs long.
+/// paragraphs long, with a link on the site and one to another site.
 fn page(seen: &Seen, version: usize, filler: usize) -> Vec<u8> {
     let host = seen.header("host").unwrap_or("-");
     let lang = seen.header("x-lang").unwrap_or("none");
     format!(
         "<html><head><title>Page</title></head><body><h1>{host}{} version {version}</h1>\
-         <p>lang {lang}</p>{}</body></html>",
+         <p>lang {lang}</p><p><a href=\"../docs/next.html\">next</a> \
+         <a href=\"https://other.example/x\">elsewhere</a></p>{}</body></html>",
         seen.target,
         "<p>Some words of the page that an agent reads.</p>".repeat(filler)
     )
@@ -122,6 +123,24 @@ fn get(edge: &Edge, url: &str, headers: &[(&str, &str)]) -> reqwest::blocking::R
         request = request.header(*name, *value);
     }
     request.send().unwrap()
+}
+
+/// The page's links as sent (same-site ones root-relative) and as an agent resolves them
+/// against the frontmatter's `url` (RFC 3986 section 5), which must be `url`.
+fn links_of(md: &str, url: &str) -> (Vec<String>, Vec<String>) {
+    let (yaml, _) = frontmatter(md);
+    assert_eq!(yaml["url"].as_str(), Some(url), "{md}");
+    let page = url::Url::parse(url).unwrap();
+    let sent: Vec<String> = md
+        .split("](")
+        .skip(1)
+        .map(|rest| rest.split(')').next().unwrap().to_string())
+        .collect();
+    let resolved = sent
+        .iter()
+        .map(|l| page.join(l).unwrap().to_string())
+        .collect();
+    (sent, resolved)
 }
 
 fn header(r: &reqwest::blocking::Response, name: &str) -> Option<String> {
@@ -184,6 +203,21 @@ fn a_page_is_converted_once_then_served_from_the_cache() {
     let first_ray = header(&first, "cf-ray").unwrap();
     let markdown = first.text().unwrap();
     assert!(markdown.contains("# example.com"), "{markdown}");
+    let page_url = url.replace("PORT", &edge.addr.port().to_string());
+    let port = edge.addr.port();
+    assert_eq!(
+        links_of(&markdown, &page_url),
+        (
+            vec![
+                "/docs/next.html".to_string(),
+                "https://other.example/x".to_string()
+            ],
+            vec![
+                format!("http://example.com:{port}/docs/next.html"),
+                "https://other.example/x".to_string()
+            ]
+        )
+    );
 
     for _ in 0..3 {
         let again = get(&edge, url, &[]);
@@ -457,11 +491,16 @@ fn hosts_and_queries_are_kept_apart() {
     for round in 0..2 {
         for (url, host, target) in urls {
             let body = get(&edge, url, &[]).text().unwrap();
+            let port = edge.addr.port();
             assert!(
-                body.contains(&format!("# {host}:{}{target}", edge.addr.port()))
+                body.contains(&format!("# {host}:{port}{target}"))
                     || body.contains(&format!("# {host}{target}")),
                 "round {round}, {url}: {body}"
             );
+            // A page held for one host is never served to another: its root-relative links
+            // resolve against its own host.
+            let (_, resolved) = links_of(&body, &url.replace("PORT", &port.to_string()));
+            assert_eq!(resolved[0], format!("http://{host}:{port}/docs/next.html"));
         }
     }
     assert_eq!(origin.count("/p?a=1"), 2, "once per host");

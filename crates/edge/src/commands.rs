@@ -228,8 +228,9 @@ pub fn markdown(file: &Path, url: Option<&str>, max_bytes: usize) -> anyhow::Res
         content_type: None,
         content_encoding: None,
     };
-    let markdown = signpost_markdown::convert(&source, url, &limits)
-        .map_err(|e| anyhow::anyhow!("not converted (the edge would send the HTML): {e}"))?;
+    let markdown =
+        signpost_markdown::convert_with(&source, url, &limits, crate::markdown::LINK_FORM)
+            .map_err(|e| anyhow::anyhow!("not converted (the edge would send the HTML): {e}"))?;
     let bpe = tiktoken_rs::cl100k_base().context("loading the cl100k_base tokenizer")?;
     let html_text = signpost_markdown::to_utf8(&html, None);
     let html_tokens = bpe.encode_with_special_tokens(&html_text).len();

@@ -71,6 +71,10 @@ const DROPPED_REQUEST_HEADERS: [&str; 5] = [
     "if-range",
 ];
 
+/// How converted pages write their links: same-site targets root-relative, with the page URL
+/// as the frontmatter's `url` (`signpost markdown` previews the same).
+pub const LINK_FORM: signpost_markdown::LinkForm = signpost_markdown::LinkForm::RootRelative;
+
 /// The content codings the converter can undo; others are removed from `Accept-Encoding`.
 const DECODABLE: [&str; 5] = ["gzip", "x-gzip", "deflate", "br", "zstd"];
 
@@ -677,11 +681,14 @@ async fn convert(
         // the body as read included: the caller holds it in the budget already.
         let reserve =
             |working: usize| Reservation::take(held, budget, working.saturating_sub(body.len()));
-        let markdown = signpost_markdown::convert_within(&source, Some(&url), &limits, reserve)
-            .map_err(|e| match e {
-                signpost_markdown::Error::NoRoom => Outcome::OverBudget,
-                _ => Outcome::Failed,
-            })?;
+        // Same-site links root-relative, the page URL in the frontmatter (LinkForm says why an
+        // agent resolves them right).
+        let markdown =
+            signpost_markdown::convert_within(&source, Some(&url), &limits, LINK_FORM, reserve)
+                .map_err(|e| match e {
+                    signpost_markdown::Error::NoRoom => Outcome::OverBudget,
+                    _ => Outcome::Failed,
+                })?;
         let tokens = count_tokens.then(|| {
             tiktoken_rs::cl100k_base_singleton()
                 .encode_with_special_tokens(&markdown)

@@ -31,17 +31,25 @@ pub struct Meta {
 /// Frontmatter values longer than this are cut (at a character boundary).
 const MAX_META_CHARS: usize = 1024;
 
-/// [`walk_with`] writing every link absolute.
+/// [`walk_with`] writing every link absolute, with no bound on the code elements cut.
+#[cfg(test)]
 pub fn walk(document: &Handle, request_url: Option<&Url>) -> Result<Meta, Error> {
-    walk_with(document, request_url, LinkForm::Absolute)
+    walk_with(document, request_url, LinkForm::Absolute, usize::MAX)
 }
 
+/// Code elements cut at their links (see [`links_outside_code`]): at most one per this many
+/// bytes of page.
+pub const PAGE_BYTES_PER_CUT: usize = 128;
+
+/// `page_bytes` is the size of the page parsed, which bounds the code elements cut.
 pub fn walk_with(
     document: &Handle,
     request_url: Option<&Url>,
     link_form: LinkForm,
+    page_bytes: usize,
 ) -> Result<Meta, Error> {
     let mut meta = Meta::default();
+    let mut cuts_left = page_bytes / PAGE_BYTES_PER_CUT;
     let mut base: Option<String> = None;
     let mut links: Vec<(Handle, &'static str)> = Vec::new();
     let mut detach: Vec<Handle> = Vec::new();
@@ -66,10 +74,10 @@ pub fn walk_with(
             if !in_pre && wrapper_parent(&name.local) && crate::reduce_tree() {
                 unwrap_block_wrappers(&node);
             }
-            join_inline_runs(&node);
             if !in_pre {
-                links_outside_code(&node);
+                links_outside_code(&node, &mut cuts_left);
             }
+            join_inline_runs(&node);
             let attr = |wanted: &str| {
                 attrs
                     .borrow()
@@ -165,7 +173,8 @@ pub fn walk_with(
                             _ => None,
                         };
                         shortened |= target.is_some() && !same_page;
-                        a.value = StrTendril::from(target.unwrap_or(absolute.as_str()));
+                        let target = target.unwrap_or_else(|| as_written(&a.value, &absolute));
+                        a.value = StrTendril::from(target);
                     }
                 }
                 if same_page {
@@ -331,6 +340,18 @@ fn root_relative<'a>(target: &'a Url, page: &Url) -> Option<&'a str> {
     .then_some(reference)
 }
 
+/// An absolute target as the page wrote it when that differs from the URL's serialization only
+/// by the `/` the serializer gives an empty path (`http://example.org`, RFC 3986 section
+/// 6.2.3: the same URL): the author's form, a character shorter, and the string a reader of
+/// the page finds. Any other difference (case, escapes, dot segments) keeps the serialization.
+fn as_written<'a>(written: &'a str, absolute: &'a Url) -> &'a str {
+    let written = written.trim();
+    match absolute.as_str().strip_suffix('/') {
+        Some(bare) if bare == written && absolute.path() == "/" => written,
+        _ => absolute.as_str(),
+    }
+}
+
 /// A no-break space (U+00A0, `&nbsp;`) becomes a plain space. It keeps words on one line in a
 /// browser, which Markdown's reader does not lay out; it is a token of its own (two bytes in
 /// UTF-8, which cl100k_base does not join to the word after it, as it does a plain space), and
@@ -486,32 +507,161 @@ fn even_out_cells(table: &Handle) {
 /// `<code><a href>name</a></code>` (a reference to a documented name) among `parent`'s
 /// children becomes `<a href><code>name</code></a>`: htmd writes a code span's content
 /// verbatim, so the link would come out as the literal text `` `[name](url)` ``, which no
-/// reader takes for a link. Only a code element whose one child is a link is turned round. One
-/// pass over the children, made when the walk reaches the parent, so the walk then meets the
-/// link (and makes it absolute) and the code element inside it.
-fn links_outside_code(parent: &Handle) {
-    for child in parent.children.borrow_mut().iter_mut() {
-        let code = Rc::clone(child);
-        if !matches!(&code.data, NodeData::Element { name, .. } if name.local == local_name!("code"))
-        {
+/// reader takes for a link. A code element that holds links among other content
+/// (`<code>void* <a href>apr_palloc</a>(apr_pool_t *p)</code>`, a signature whose names link to
+/// their documentation; `<code><code><a href>Allow</a></code> from env</code>`) is cut at its
+/// links: each link (or a code element that holds only a link) becomes a link around code, and
+/// each run of content between them a code element of its own. The whitespace between a run
+/// and a link goes outside both (htmd trims a code span's ends, which would join the words).
+/// One pass over the children, made when the walk reaches the parent, so the walk then meets
+/// the links (and resolves them) and the code elements.
+///
+/// A cut adds nodes (two code elements and two spaces for `<code>a <a>b</a> c</code>`, some
+/// 1 KB on a page made of nothing else), which the memory the edge reserves per start tag does
+/// not cover: `cuts_left` (one per [`PAGE_BYTES_PER_CUT`] of page) bounds them. Real pages are
+/// far below it (17 cuts on the 1,016 pages of the Apache, Python and git manuals, at most 1%
+/// of a page's bound); past it a code element stays whole, its links written as text.
+fn links_outside_code(parent: &Handle, cuts_left: &mut usize) {
+    let cut = |child: &Handle| {
+        is_element(child, local_name!("code"))
+            && child
+                .children
+                .borrow()
+                .iter()
+                .any(|c| code_link(c).is_some() || is_link(c))
+    };
+    if !parent.children.borrow().iter().any(cut) {
+        return;
+    }
+    let old = std::mem::take(&mut *parent.children.borrow_mut());
+    let mut new = Vec::with_capacity(old.len());
+    for child in old {
+        if !cut(&child) {
+            new.push(child);
             continue;
         }
-        let link = match code.children.borrow().as_slice() {
-            [only]
-                if matches!(&only.data, NodeData::Element { name, attrs, .. }
-                if name.local == local_name!("a")
-                    && attrs.borrow().iter().any(|a| a.name.local == local_name!("href"))) =>
-            {
-                Rc::clone(only)
-            }
-            _ => continue,
+        let NodeData::Element { attrs, .. } = &child.data else {
+            continue;
         };
-        // The link takes the code element's place, and the code element the link's children.
-        let text = std::mem::take(&mut *link.children.borrow_mut());
-        adopt(&code, text);
-        adopt(&link, vec![Rc::clone(&code)]);
-        link.parent.set(Some(Rc::downgrade(parent)));
-        *child = link;
+        let whole = matches!(child.children.borrow().as_slice(), [only] if is_link(only));
+        if !whole {
+            if *cuts_left == 0 {
+                new.push(child);
+                continue;
+            }
+            *cuts_left -= 1;
+        }
+        let attrs = attrs.borrow().clone();
+        let content = std::mem::take(&mut *child.children.borrow_mut());
+        let mut run: Vec<Handle> = Vec::new();
+        let mut after_link = false;
+        for inner in content {
+            let (link, code) = match code_link(&inner) {
+                // A code element holding only a link: turned round as it stands.
+                Some(link) => (link, inner),
+                // The code element itself around the first link's text.
+                None if is_link(&inner) && whole => (inner, Rc::clone(&child)),
+                None if is_link(&inner) => (inner, new_element(local_name!("code"), attrs.clone())),
+                None => {
+                    run.push(inner);
+                    continue;
+                }
+            };
+            code_run(&mut new, std::mem::take(&mut run), &attrs, after_link, true);
+            after_link = true;
+            let text = std::mem::take(&mut *link.children.borrow_mut());
+            if matches!(text.as_slice(), [only] if is_element(only, local_name!("code"))) {
+                // Already code inside the link (`<code>see <a><code>x</code></a></code>`).
+                adopt(&link, text);
+            } else {
+                adopt(&code, text);
+                adopt(&link, vec![code]);
+            }
+            new.push(link);
+        }
+        code_run(&mut new, run, &attrs, true, false);
+    }
+    adopt(parent, new);
+}
+
+/// The link a `<code>` element holds as its one child.
+fn code_link(node: &Handle) -> Option<Handle> {
+    if !is_element(node, local_name!("code")) {
+        return None;
+    }
+    match node.children.borrow().as_slice() {
+        [only] if is_link(only) => Some(Rc::clone(only)),
+        _ => None,
+    }
+}
+
+fn is_link(node: &Handle) -> bool {
+    matches!(&node.data, NodeData::Element { name, attrs, .. }
+        if name.local == local_name!("a")
+            && attrs.borrow().iter().any(|a| a.name.local == local_name!("href")))
+}
+
+fn is_element(node: &Handle, tag: LocalName) -> bool {
+    matches!(&node.data, NodeData::Element { name, .. } if name.local == tag)
+}
+
+/// The content of a code element between its links, as a code element with `attrs` pushed to
+/// `out`. Whitespace at an end that meets a link (`after_link`, `before_link`) goes outside it;
+/// at the code element's own ends it stays, as in any code span.
+fn code_run(
+    out: &mut Vec<Handle>,
+    mut run: Vec<Handle>,
+    attrs: &[Attribute],
+    after_link: bool,
+    before_link: bool,
+) {
+    let text_of_run = |node: &Handle| match &node.data {
+        NodeData::Text { contents } => Some(contents.borrow().clone()),
+        _ => None,
+    };
+    let mut after = None;
+    if before_link && let Some(text) = run.last().and_then(text_of_run) {
+        let kept = text.trim_end().len();
+        if kept < text.len() {
+            after = Some(text_node(
+                text.subtendril(kept as u32, (text.len() - kept) as u32),
+            ));
+            if kept == 0 {
+                run.pop();
+            } else {
+                set_text(&run[run.len() - 1], text.subtendril(0, kept as u32));
+            }
+        }
+    }
+    if after_link && let Some(text) = run.first().and_then(text_of_run) {
+        let kept = text.trim_start().len();
+        let cut = text.len() - kept;
+        if cut > 0 {
+            out.push(text_node(text.subtendril(0, cut as u32)));
+            if kept == 0 {
+                run.remove(0);
+            } else {
+                set_text(&run[0], text.subtendril(cut as u32, kept as u32));
+            }
+        }
+    }
+    if !run.is_empty() {
+        let code = new_element(local_name!("code"), attrs.to_vec());
+        adopt(&code, run);
+        out.push(code);
+    }
+    out.extend(after);
+}
+
+fn text_node(text: StrTendril) -> Handle {
+    Node::new(NodeData::Text {
+        contents: RefCell::new(text),
+    })
+}
+
+fn set_text(node: &Handle, text: StrTendril) {
+    if let NodeData::Text { contents } = &node.data {
+        *contents.borrow_mut() = text;
     }
 }
 

@@ -16,7 +16,8 @@
 //!    see `navigation.rs`); one iterative walk collects the title,
 //!    description, Open Graph image, `<base href>` and JSON-LD, makes links and images
 //!    absolute against `<base href>` or the request URL (or, as [`LinkForm::RootRelative`] asks,
-//!    root-relative when on the page's own origin), turns no-break spaces outside code into
+//!    root-relative when on the page's own origin), cuts `<code>` elements at the links they
+//!    hold (so each link is a link, not text in a code span), turns no-break spaces outside code into
 //!    plain ones, and replaces `<div>`s that only wrap
 //!    blocks by those blocks (the same Markdown, fewer copies in htmd), and makes htmd's joins of
 //!    neighbouring inline elements in one pass (htmd's own are quadratic). A tree deeper than
@@ -177,15 +178,15 @@ pub const WORKING_BYTES_PER_TAG: usize = 600;
 /// page URL, so the target is the one a browser would follow.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LinkForm {
-    /// Every target as an absolute URL (`https://example.com/docs/a.html`): what the edge sends,
-    /// readable without knowing where the page came from.
+    /// Every target as an absolute URL (`https://example.com/docs/a.html`), readable without
+    /// knowing where the page came from.
     #[default]
     Absolute,
     /// Targets on the page's own origin (same scheme, host and port as the page URL) as
     /// root-relative references (`/docs/a.html`), targets elsewhere absolute; the page URL is
-    /// then in the frontmatter as `url`. The same targets for fewer tokens: a site's own links
-    /// are most of a documentation page's links, and their `https://host` is a tenth of its
-    /// tokens on the Apache and Python manuals.
+    /// then in the frontmatter as `url`. What the edge sends. The same targets for fewer
+    /// tokens: a site's own links are most of a documentation page's links, and their
+    /// `https://host` is a tenth of its tokens on the Apache and Python manuals.
     ///
     /// An agent resolves them right by RFC 3986 reference resolution (section 5.2): a reference
     /// that starts with one `/` keeps the base URI's scheme and authority and takes its own path,
@@ -200,7 +201,7 @@ pub enum LinkForm {
 /// Decodes and converts an origin body; `url` is the request URL that relative links resolve
 /// against (with `<base href>` applied on top).
 pub fn convert(source: &Source<'_>, url: Option<&str>, limits: &Limits) -> Result<String, Error> {
-    convert_within(source, url, limits, |_| Some(()))
+    convert_with(source, url, limits, LinkForm::Absolute)
 }
 
 /// [`convert`] with the links written as `links` says.
@@ -210,26 +211,24 @@ pub fn convert_with(
     limits: &Limits,
     links: LinkForm,
 ) -> Result<String, Error> {
-    let decoded = decode_body(source.body, source.content_encoding, limits.max_bytes)?;
-    let text = to_utf8(&decoded, source.content_type);
-    let base = url.and_then(|u| Url::parse(u).ok());
-    convert_html_with(&text, base.as_ref(), limits, links)
+    convert_within(source, url, limits, links, |_| Some(()))
 }
 
-/// [`convert`] within a memory budget: once the page is decoded, `reserve` is given its
+/// [`convert_with`] within a memory budget: once the page is decoded, `reserve` is given its
 /// [`working_bytes`] and says whether there is room ([`Error::NoRoom`] if not); what it returns
 /// (a reservation) is held until the conversion ends.
 pub fn convert_within<R>(
     source: &Source<'_>,
     url: Option<&str>,
     limits: &Limits,
+    links: LinkForm,
     reserve: impl FnOnce(usize) -> Option<R>,
 ) -> Result<String, Error> {
     let decoded = decode_body(source.body, source.content_encoding, limits.max_bytes)?;
     let text = to_utf8(&decoded, source.content_type);
     let _reservation = reserve(working_bytes(text.as_bytes())).ok_or(Error::NoRoom)?;
     let base = url.and_then(|u| Url::parse(u).ok());
-    convert_html(&text, base.as_ref(), limits)
+    convert_html_with(&text, base.as_ref(), limits, links)
 }
 
 /// Converts UTF-8 HTML (already decoded) to the Markdown the edge sends.
@@ -249,7 +248,7 @@ pub fn convert_html_with(
     }
     let dom = filter::parse(html, limits)?;
     dom::remove_all(&navigation::find(&dom.document));
-    let meta = dom::walk_with(&dom.document, url, links)?;
+    let meta = dom::walk_with(&dom.document, url, links, html.len())?;
     let body = CONVERTER.with(|converter| converter.tree_to_markdown(&dom.document));
     // The tree is the largest thing held, and the line pass needs only the Markdown.
     drop(dom);
@@ -526,7 +525,7 @@ pub fn step_times(html: &str, url: Option<&Url>, limits: &Limits) -> [std::time:
     };
     dom::remove_all(&navigation::find(&dom.document));
     let t2 = std::time::Instant::now();
-    let _ = dom::walk(&dom.document, url);
+    let _ = dom::walk_with(&dom.document, url, LinkForm::Absolute, html.len());
     let t3 = std::time::Instant::now();
     let body = CONVERTER.with(|converter| converter.tree_to_markdown(&dom.document));
     let t4 = std::time::Instant::now();

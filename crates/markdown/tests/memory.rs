@@ -69,6 +69,26 @@ fn conversions_stay_within_the_working_memory_reserved() {
             "code spans",
             format!("<p>{}</p>", "<code>a</code>".repeat(n)),
         ),
+        // Code cut at its links (one cut per 128 bytes of page at most), densely and with
+        // room for every one to be cut.
+        (
+            "links in code spans, every one cut",
+            format!(
+                "<p>{}</p>",
+                format!(
+                    "<code> a <a href=x>b</a> c </code>{}",
+                    "<em>a</em> ".repeat(9)
+                )
+                .repeat(n / 8)
+            ),
+        ),
+        (
+            "links in code spans",
+            format!(
+                "<p>{}</p>",
+                "<code> a <a href=x>b</a> c </code>".repeat(n / 2)
+            ),
+        ),
         ("text", format!("<p>{}</p>", "word ".repeat(1_000_000))),
         ("entities", format!("<p>{}</p>", "a&amp;".repeat(600_000))),
         (
