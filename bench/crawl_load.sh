@@ -244,24 +244,5 @@ verified=$(awk '/^signpost_signature_verifications_total\{outcome="verified"/ {s
   echo
   echo "Command: \`bench/crawl_load.sh $seconds $connections $rounds\` (wrk -t1 with a Lua script cycling 20,000 distinct signatures per row; signpost --threads 1; nginx origin, 2 KB page; ledger: $records records, ${charged_cents:-0} cents, on $(df -T "$work" | awk 'NR==2 {print $2}'); $verified signatures verified)"
   echo
-  python3 - "$raw" <<'PY'
-import statistics, sys
-rows, order = {}, []
-for line in open(sys.argv[1]):
-    r, name, figures = line.rstrip("\n").split("|")
-    rps, p50, p99, non2xx, _ = figures.split()
-    if name not in rows:
-        rows[name] = []
-        order.append(name)
-    rows[name].append((int(r), float(rps), p50, p99, non2xx))
-print("| request | req/s (median) | p50 | p99 | non-2xx | vs no bot |")
-print("|---|---|---|---|---|---|")
-base = {r: rps for r, rps, *_ in rows[order[0]]}
-for name in order:
-    runs = rows[name]
-    rps = statistics.median(x[1] for x in runs)
-    mid = sorted(runs, key=lambda x: x[1])[len(runs) // 2]
-    ratio = statistics.median(x[1] / base[x[0]] for x in runs if base.get(x[0]))
-    print(f"| {name} | {rps:,.0f} | {mid[2]} | {mid[3]} | {mid[4]} | {ratio:.2f} |")
-PY
+  rows_table "$raw" "request" "no bot"
 } | tee -a bench/results.md

@@ -104,3 +104,31 @@ wrk_measure() {
        / requests in / {req=$1}
        END {printf "%s %s %s %s %s\n", rps, p50, p99, (n == "" ? 0 : n), req}' <<<"$out"
 }
+
+# The table of an interleaved run: $1 holds lines `round|row name|req/s p50 p99 non-2xx requests`
+# (the first row named is the baseline); prints one Markdown row per name with its median rate,
+# the p50/p99/non-2xx of its median round, and the median of its per-round ratios to the
+# baseline. $2 names the first column, $3 the baseline in the last one.
+rows_table() { # raw first-column baseline
+  python3 - "$1" "$2" "$3" <<'PY'
+import statistics, sys
+path, first, baseline = sys.argv[1:]
+rows, order = {}, []
+for line in open(path):
+    r, name, figures = line.rstrip("\n").split("|")
+    rps, p50, p99, non2xx, _ = figures.split()
+    if name not in rows:
+        rows[name] = []
+        order.append(name)
+    rows[name].append((int(r), float(rps), p50, p99, non2xx))
+print(f"| {first} | req/s (median) | p50 | p99 | non-2xx | vs {baseline} |")
+print("|---|---|---|---|---|---|")
+base = {r: rps for r, rps, *_ in rows[order[0]]}
+for name in order:
+    runs = rows[name]
+    rps = statistics.median(x[1] for x in runs)
+    mid = sorted(runs, key=lambda x: x[1])[len(runs) // 2]
+    ratio = statistics.median(x[1] / base[x[0]] for x in runs if base.get(x[0]))
+    print(f"| {name} | {rps:,.0f} | {mid[2]} | {mid[3]} | {mid[4]} | {ratio:.2f} |")
+PY
+}

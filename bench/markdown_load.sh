@@ -88,24 +88,5 @@ misses=$(awk '/^signpost_markdown_cache_requests_total\{.*zone="cached".*result=
   echo
   echo "Command: \`bench/markdown_load.sh $seconds $connections $rounds\` (wrk -t1; signpost --threads 1, its conversions on the blocking pool; the page: $html_bytes bytes of HTML, $md_bytes of Markdown; the cached zone answered ${hits:-0} hits and ${misses:-0} misses)"
   echo
-  python3 - "$raw" <<'PY'
-import statistics, sys
-rows, order = {}, []
-for line in open(sys.argv[1]):
-    r, name, figures = line.rstrip("\n").split("|")
-    rps, p50, p99, non2xx, _ = figures.split()
-    if name not in rows:
-        rows[name] = []
-        order.append(name)
-    rows[name].append((int(r), float(rps), p50, p99, non2xx))
-print("| target | req/s (median) | p50 | p99 | non-2xx | vs HTML proxied |")
-print("|---|---|---|---|---|---|")
-html = {r: rps for r, rps, *_ in rows[order[0]]}
-for name in order:
-    runs = rows[name]
-    rps = statistics.median(x[1] for x in runs)
-    mid = sorted(runs, key=lambda x: x[1])[len(runs) // 2]
-    ratio = statistics.median(x[1] / html[x[0]] for x in runs if html.get(x[0]))
-    print(f"| {name} | {rps:,.0f} | {mid[2]} | {mid[3]} | {mid[4]} | {ratio:.2f} |")
-PY
+  rows_table "$raw" "target" "HTML proxied"
 } | tee -a bench/results.md

@@ -234,7 +234,7 @@ fn setup(name: &str, ledger: &Path) -> Setup {
     let cert = certs.0.join("directory-cert.pem");
     let (o, d) = (origin.addr, directory.origin());
     let edge = Edge::start(name, |l, a| crawl_policy(l, a, o, &d, &cert, ledger), &[]);
-    let client = crawl_client(&edge);
+    let client = client(&edge);
     let setup = Setup {
         origin,
         directory,
@@ -245,18 +245,6 @@ fn setup(name: &str, ledger: &Path) -> Setup {
     };
     setup.wait_for_directory();
     setup
-}
-
-fn crawl_client(edge: &Edge) -> reqwest::blocking::Client {
-    reqwest::blocking::Client::builder()
-        .resolve("example.com", edge.addr)
-        .resolve("www.example.com", edge.addr)
-        .resolve("docs.example.com", edge.addr)
-        .resolve("plain.test", edge.addr)
-        .timeout(Duration::from_secs(30))
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
 }
 
 struct Answer {

@@ -251,6 +251,7 @@ pub fn client(edge: &Edge) -> reqwest::blocking::Client {
         .resolve("www.example.com", edge.addr)
         .resolve("docs.example.com", edge.addr)
         .resolve("unknown.test", edge.addr)
+        .resolve("plain.test", edge.addr)
         .timeout(Duration::from_secs(30))
         .redirect(reqwest::redirect::Policy::none())
         .build()
