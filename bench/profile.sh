@@ -6,6 +6,9 @@
 #
 #   bench/profile.sh [requests, default 2000]
 #
+# PROFILE_TARGETS picks the targets, in order, the first being the baseline of "vs bare" (default
+# "bare signpost realistic"; also "identifying": the default policy with `[bots]`).
+#
 # Each target is run twice, with N and 2N keep-alive requests from one client; the difference
 # divided by N is the cost of one request with start-up and shutdown taken out. The top functions
 # (inclusive) of the 2N run are printed from callgrind_annotate. Needs valgrind and nginx.
@@ -57,6 +60,12 @@ measure() { # name count
       printf 'listen = ["127.0.0.1:%s"]\nadmin = "off"\n[[zone]]\nname = "bench"\nhosts = ["localhost"]\norigin = "127.0.0.1:%s"\n' \
         "$port" "$origin_port" > "$work/$name.$count.toml"
       cmd=("$target/release/signpost" run --config "$work/$name.$count.toml" --threads 1 --grace-period 0) ;;
+    identifying)
+      # The default policy, identifying every request (`[bots]`: the shipped bot catalog, Web
+      # Bot Auth): what a request with no signature and no bot's User-Agent costs then.
+      printf 'listen = ["127.0.0.1:%s"]\nadmin = "off"\n[bots]\n[[zone]]\nname = "bench"\nhosts = ["localhost"]\norigin = "127.0.0.1:%s"\n' \
+        "$port" "$origin_port" > "$work/$name.$count.toml"
+      cmd=("$target/release/signpost" run --config "$work/$name.$count.toml" --threads 1 --grace-period 0) ;;
     realistic)
       host=example.com
       { printf 'listen = ["127.0.0.1:%s"]\nadmin = "off"\n' "$port"
@@ -82,7 +91,7 @@ echo
 echo "| target | instructions per request | vs bare |"
 echo "|---|---|---|"
 bare_per=
-for name in bare signpost realistic; do
+for name in ${PROFILE_TARGETS:-bare signpost realistic}; do
   small=$(measure "$name" "$requests")
   big=$(measure "$name" "$((2 * requests))")
   per=$(( (big - small) / requests ))
