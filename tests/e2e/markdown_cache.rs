@@ -660,3 +660,200 @@ fn purge_drops_a_path_or_a_zone_and_a_reload_that_changes_the_settings_drops_the
     assert!(header(&r, "x-markdown-tokens").is_some());
     assert_eq!(origin.count("/b"), 3, "converted with the new settings");
 }
+
+/// Sends `n` requests for `url` at once, each on its own connection; their statuses and bodies.
+fn herd(edge: &Edge, url: &str, n: usize) -> Vec<(u16, String)> {
+    let start = Arc::new(std::sync::Barrier::new(n));
+    let threads: Vec<_> = (0..n)
+        .map(|_| {
+            let client = client(edge);
+            let url = url.replace("PORT", &edge.addr.port().to_string());
+            let start = start.clone();
+            thread::spawn(move || {
+                start.wait();
+                let r = client
+                    .get(url)
+                    .header("accept", "text/markdown")
+                    .send()
+                    .unwrap();
+                (r.status().as_u16(), r.text().unwrap())
+            })
+        })
+        .collect();
+    threads.into_iter().map(|t| t.join().unwrap()).collect()
+}
+
+/// The frontmatter's title and the Markdown's first heading.
+fn parsed(markdown: &str) -> (String, String) {
+    let (yaml, body) = frontmatter(markdown);
+    let heading = body
+        .lines()
+        .find(|l| l.starts_with("# "))
+        .unwrap_or_else(|| panic!("no heading: {markdown}"))
+        .to_string();
+    (yaml["title"].as_str().unwrap_or("").to_string(), heading)
+}
+
+#[test]
+fn concurrent_misses_for_one_page_are_converted_once() {
+    // A slow origin: the eight requests all arrive while the first is being answered.
+    let origin = CountingOrigin::start(|seen| {
+        thread::sleep(Duration::from_millis(800));
+        (
+            200,
+            html_headers(&[("cache-control", "max-age=60"), ("etag", "\"v1\"")]),
+            page(seen, 1, 20),
+        )
+    });
+    let edge = start(&origin, CACHING_ZONE);
+    let answers = herd(&edge, "http://example.com:PORT/herd", 8);
+    let (status, first) = &answers[0];
+    assert_eq!(*status, 200);
+    let (title, heading) = parsed(first);
+    assert_eq!(title, "Page", "{first}");
+    assert!(
+        heading.starts_with("# example.com") && heading.ends_with("/herd version 1"),
+        "{first}"
+    );
+    let (yaml, _) = frontmatter(first);
+    let port = edge.addr.port();
+    assert_eq!(
+        yaml["url"].as_str(),
+        Some(format!("http://example.com:{port}/herd").as_str())
+    );
+    for (status, markdown) in &answers {
+        assert_eq!(*status, 200);
+        assert_eq!(parsed(markdown), parsed(first));
+        assert_eq!(markdown, first, "the same bytes: one conversion");
+    }
+    assert_eq!(origin.count("/herd"), 1, "{:?}", origin.seen());
+    let mut results = wait_results(&edge, 8);
+    results.sort();
+    assert_eq!(
+        results,
+        ["coalesced"; 7]
+            .into_iter()
+            .chain(["miss"])
+            .collect::<Vec<_>>(),
+        "{}",
+        edge.log()
+    );
+    let zone = ("zone", "test");
+    let requests = |result| {
+        cache_metric(
+            &edge,
+            "signpost_markdown_cache_requests_total",
+            &[zone, ("result", result)],
+        )
+    };
+    assert_eq!(requests("coalesced"), 7.0);
+    assert_eq!(requests("miss"), 1.0);
+    assert_eq!(requests("hit"), 0.0);
+    assert_eq!(
+        cache_metric(
+            &edge,
+            "signpost_markdown_conversions_total",
+            &[("outcome", "converted")]
+        ),
+        1.0
+    );
+    // Afterwards, plain hits.
+    let again = get(&edge, "http://example.com:PORT/herd", &[]);
+    assert_eq!(&again.text().unwrap(), first);
+    assert_eq!(origin.count("/herd"), 1);
+}
+
+/// A slow origin answering every request on its own connection (`Connection: close`) and its
+/// own thread, with a page that may not be stored; counts the requests it read.
+///
+/// Not tiny_http: its thread pool can leave a new connection unserved behind kept-alive ones
+/// when several arrive at once (and it never closes a connection of its own accord).
+fn no_store_origin(delay: Duration) -> (std::net::SocketAddr, Arc<AtomicUsize>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let count = Arc::new(AtomicUsize::new(0));
+    let counted = count.clone();
+    thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let counted = counted.clone();
+            thread::spawn(move || {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                counted.fetch_add(1, Ordering::SeqCst);
+                thread::sleep(delay);
+                let body = "<html><head><title>Page</title></head><body>\
+                            <h1>Fresh each time</h1><p>Words of the page.</p></body></html>";
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\n\
+                     cache-control: no-store\r\ncontent-length: {}\r\n\
+                     connection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            });
+        }
+    });
+    (addr, count)
+}
+
+#[test]
+fn waiters_of_an_answer_that_may_not_be_stored_each_get_their_own() {
+    let (addr, asked) = no_store_origin(Duration::from_millis(500));
+    let o = addr.to_string();
+    let edge = Edge::start(
+        "markdown-cache",
+        move |l, a| policy(l, a, &o, "", CACHING_ZONE),
+        &[],
+    );
+    let answers = herd(&edge, "http://example.com:PORT/fresh-each-time", 8);
+    for (status, markdown) in &answers {
+        assert_eq!(*status, 200, "{markdown}");
+        assert_eq!(
+            parsed(markdown),
+            ("Page".to_string(), "# Fresh each time".to_string()),
+            "{markdown}"
+        );
+    }
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        8,
+        "nothing stored: each asked the origin"
+    );
+    let results = wait_results(&edge, 8);
+    assert_eq!(results, ["bypass"; 8], "{}", edge.log());
+    let zone = ("zone", "test");
+    assert_eq!(
+        cache_metric(
+            &edge,
+            "signpost_markdown_cache_requests_total",
+            &[zone, ("result", "coalesced")]
+        ),
+        0.0
+    );
+    assert_eq!(
+        cache_metric(&edge, "signpost_markdown_cache_entries", &[zone]),
+        0.0
+    );
+    // The waiters waited for the leader (500 ms), then asked (500 ms more): not all at once.
+    let durations: Vec<f64> = edge
+        .log()
+        .lines()
+        .filter(|l| l.contains("path=/fresh-each-time"))
+        .filter_map(|l| l.split("duration_ms=").nth(1))
+        .filter_map(|d| d.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(durations.len(), 8);
+    assert_eq!(
+        durations.iter().filter(|&&ms| ms >= 750.0).count(),
+        7,
+        "one leader, then seven that waited for it: {durations:?}"
+    );
+}

@@ -21,8 +21,17 @@
 //! a page's weight here is bytes, up to megabytes, where TinyUFO weighs in `u16`; because
 //! purging a path needs to walk the entries, which TinyUFO cannot; and because moka reports
 //! every eviction with its cause and keeps the weight held, which the metrics need.
+//!
+//! Concurrent misses for one key are coalesced: the first (the leader) asks the origin and
+//! converts; requests for the same URL arriving meanwhile wait for it, bounded in time and in
+//! number, then look the cache up again and are answered from the leader's entry when it was
+//! stored and matches them (its `Vary` compared as on any lookup). When it was not (not
+//! storable, a failure, another variant, the leader cancelled), each asks the origin itself as
+//! it would have without waiting. The leader's claim is a drop guard, released once its entry
+//! is stored or when its request ends in any way.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -37,6 +46,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use sha2::{Digest, Sha256};
+use tokio::sync::watch;
 
 use crate::ray::CF_RAY;
 
@@ -56,6 +66,17 @@ const MAX_VARY_NAMES: usize = 16;
 /// the origin saw).
 const PER_CLIENT_HEADERS: [&str; 4] =
     ["x-forwarded-for", "cf-connecting-ip", "cf-ray", "forwarded"];
+
+/// Keys of one zone's cache that may be asked of the origin at once with requests waiting on
+/// them; a miss beyond this asks the origin without a leader nor waiters.
+const MAX_FLIGHTS: usize = 1024;
+
+/// Requests that may wait on one leader; more ask the origin themselves.
+const MAX_WAITERS: usize = 256;
+
+/// The longest a request waits on a leader (less when its zone's `read_timeout` is shorter);
+/// then it asks the origin itself.
+pub const MAX_COALESCE_WAIT: Duration = Duration::from_secs(10);
 
 /// Response headers an origin's 304 does not update in the entry: they describe the HTML, the
 /// framing, or are the edge's own.
@@ -84,6 +105,8 @@ pub enum Status {
     Revalidated,
     /// Neither read nor stored: the request or the answer may not be cached.
     Bypass,
+    /// Waited for another request converting the same page, then served from its entry.
+    Coalesced,
 }
 
 impl Status {
@@ -93,6 +116,7 @@ impl Status {
             Status::Miss => "miss",
             Status::Revalidated => "revalidated",
             Status::Bypass => "bypass",
+            Status::Coalesced => "coalesced",
         }
     }
 }
@@ -121,7 +145,7 @@ impl CacheMetrics {
         let requests = Family::<ResultLabels, Counter>::default();
         registry.register(
             "markdown_cache_requests",
-            "Requests for Markdown on zones that cache it, by zone and result (hit, miss, revalidated, bypass)",
+            "Requests for Markdown on zones that cache it, by zone and result (hit, miss, revalidated, bypass, coalesced)",
             requests.clone(),
         );
         let evictions = Family::<ZoneLabel, Counter>::default();
@@ -340,6 +364,44 @@ pub struct ZoneCache {
     entries: moka::sync::Cache<Arc<str>, Arc<Entry>>,
     max_entry: usize,
     metrics: ZoneCounters,
+    /// The keys a leader is asking the origin for, with the requests waiting on it.
+    flights: Mutex<HashMap<Arc<str>, Flight>>,
+}
+
+/// A key being asked of the origin: its waiters hold a receiver of `done`, whose sender the
+/// leader's [`Lead`] holds; its drop wakes them.
+struct Flight {
+    done: watch::Receiver<()>,
+    waiters: usize,
+}
+
+/// The leader's claim on a key. Dropped (its entry stored, or its request ended, failed or
+/// cancelled), it takes the key out of the flights and wakes the waiters.
+struct Lead {
+    cache: Arc<ZoneCache>,
+    url: Arc<str>,
+    _done: watch::Sender<()>,
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        lock(&self.cache.flights).remove(&self.url);
+        // `_done` is dropped after this: the waiters wake to a key no longer in flight.
+    }
+}
+
+/// What a miss does about a key being asked already.
+enum Join {
+    /// Ask the origin; others wait meanwhile.
+    Lead(Lead),
+    /// Wait for the leader (until the sender is dropped).
+    Wait(watch::Receiver<()>),
+    /// Ask the origin without waiting nor being waited on (a bound is reached).
+    Alone,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The zone's counters, resolved once.
@@ -348,6 +410,7 @@ struct ZoneCounters {
     misses: Counter,
     revalidations: Counter,
     bypasses: Counter,
+    coalesced: Counter,
     bytes: Family<ZoneLabel, Gauge>,
     entries: Family<ZoneLabel, Gauge>,
 }
@@ -384,10 +447,12 @@ impl ZoneCache {
                 misses: counter(Status::Miss.as_str()),
                 revalidations: counter(Status::Revalidated.as_str()),
                 bypasses: counter(Status::Bypass.as_str()),
+                coalesced: counter(Status::Coalesced.as_str()),
                 bytes: metrics.bytes.clone(),
                 entries: metrics.entries.clone(),
             },
             zone,
+            flights: Mutex::default(),
         };
         cache.publish_size();
         cache
@@ -438,13 +503,75 @@ impl ZoneCache {
             Found::Bypass => Status::Bypass,
             Found::Stale(_) | Found::Nothing => Status::Miss,
         };
+        // A request that refuses stored answers, or that only a `public` entry may answer,
+        // would not be served by a leader's entry: it neither waits nor leads.
+        let coalescable = status == Status::Miss && !authorized && !asked.no_cache;
         Use {
             cache: Arc::clone(self),
             url: Arc::from(url),
             found,
             agent_tags,
             status,
+            coalescable,
+            lead: None,
         }
+    }
+
+    /// What the cache holds for this request, as [`ZoneCache::lookup`]; a miss for a key
+    /// another request is asking the origin for waits for it (at most `wait`, and
+    /// [`MAX_COALESCE_WAIT`]) and looks again: served from the leader's entry when it was
+    /// stored and matches (`Coalesced`), asking the origin itself otherwise. A miss for a key
+    /// nobody asks leads: others wait for it until it stores its entry or ends.
+    pub async fn lookup_coalesced(
+        self: &Arc<Self>,
+        req: &RequestHeader,
+        url: &str,
+        wait: Duration,
+    ) -> Use {
+        let mut found = self.lookup(req, url, Instant::now());
+        if !found.coalescable {
+            return found;
+        }
+        match self.join(&found.url) {
+            Join::Lead(lead) => {
+                found.lead = Some(lead);
+                found
+            }
+            Join::Alone => found,
+            Join::Wait(mut done) => {
+                drop(found);
+                // Ends when the leader's sender is dropped (an error, the only signal), or at
+                // the deadline.
+                let _ = tokio::time::timeout(wait.min(MAX_COALESCE_WAIT), done.changed()).await;
+                let mut again = self.lookup(req, url, Instant::now());
+                if matches!(again.found, Found::Fresh(_)) {
+                    again.status = Status::Coalesced;
+                }
+                again
+            }
+        }
+    }
+
+    /// Leads the key, waits on its leader, or neither when a bound is reached.
+    fn join(self: &Arc<Self>, url: &Arc<str>) -> Join {
+        let mut flights = lock(&self.flights);
+        if let Some(flight) = flights.get_mut(url) {
+            if flight.waiters >= MAX_WAITERS {
+                return Join::Alone;
+            }
+            flight.waiters += 1;
+            return Join::Wait(flight.done.clone());
+        }
+        if flights.len() >= MAX_FLIGHTS {
+            return Join::Alone;
+        }
+        let (sender, done) = watch::channel(());
+        flights.insert(Arc::clone(url), Flight { done, waiters: 0 });
+        Join::Lead(Lead {
+            cache: Arc::clone(self),
+            url: Arc::clone(url),
+            _done: sender,
+        })
     }
 
     /// Drops every entry (`POST /purge?zone=`); the number dropped.
@@ -632,6 +759,10 @@ pub struct Use {
     /// The agent's `If-None-Match`, answered against the Markdown's `ETag`.
     agent_tags: Option<HeaderValue>,
     status: Status,
+    /// A miss that may wait on a leader or lead (see [`ZoneCache::lookup_coalesced`]).
+    coalescable: bool,
+    /// This request leads its key: released once its entry is stored, or with the `Use`.
+    lead: Option<Lead>,
 }
 
 impl Use {
@@ -683,6 +814,8 @@ impl Use {
                         self.cache.entries.invalidate(&self.url);
                     }
                     self.cache.settle();
+                    // The waiters find the refreshed entry (or nothing) now.
+                    self.lead = None;
                     reply
                 }),
         )
@@ -799,6 +932,8 @@ impl Use {
             Status::Bypass
         };
         self.cache.settle();
+        // Stored or not, the waiters need not wait for this reply to be written.
+        self.lead = None;
         reply
     }
 
@@ -852,6 +987,7 @@ impl Use {
             Status::Miss => counters.misses.inc(),
             Status::Revalidated => counters.revalidations.inc(),
             Status::Bypass => counters.bypasses.inc(),
+            Status::Coalesced => counters.coalesced.inc(),
         };
         status
     }
@@ -984,6 +1120,206 @@ mod tests {
             ("example.com:8080", "/a/b")
         );
         assert_eq!(split_url("https://h"), ("h", ""));
+    }
+
+    fn zone_cache() -> Arc<ZoneCache> {
+        let metrics = CacheMetrics::register(&mut Registry::default());
+        Arc::new(ZoneCache::new(Arc::from("z"), 1 << 20, &metrics))
+    }
+
+    fn get(extra: &[(&str, &str)]) -> RequestHeader {
+        let mut req = RequestHeader::build("GET", b"/doc", None).unwrap();
+        for (n, v) in extra {
+            req.append_header(n.to_string(), *v).unwrap();
+        }
+        req
+    }
+
+    fn markdown(cache_control: &str) -> ResponseHeader {
+        let mut header = ResponseHeader::build(200, None).unwrap();
+        header
+            .insert_header("content-type", "text/markdown; charset=utf-8")
+            .unwrap();
+        header
+            .insert_header("cache-control", cache_control)
+            .unwrap();
+        header
+    }
+
+    const URL: &str = "http://example.com/doc";
+    const WAIT: Duration = Duration::from_secs(5);
+
+    /// Starts a request that waits on the leader, once it is counted among the waiters.
+    async fn waiter(cache: &Arc<ZoneCache>, req: RequestHeader) -> tokio::task::JoinHandle<Use> {
+        let before = waiters(cache);
+        let task = {
+            let cache = Arc::clone(cache);
+            tokio::spawn(async move { cache.lookup_coalesced(&req, URL, WAIT).await })
+        };
+        while waiters(cache) == before {
+            tokio::task::yield_now().await;
+        }
+        task
+    }
+
+    fn waiters(cache: &ZoneCache) -> usize {
+        lock(&cache.flights).get(URL).map_or(0, |f| f.waiters)
+    }
+
+    #[tokio::test]
+    async fn waiters_are_answered_from_the_leaders_entry() {
+        let cache = zone_cache();
+        let req = get(&[]);
+        let mut leader = cache.lookup_coalesced(&req, URL, WAIT).await;
+        assert!(leader.lead.is_some());
+        let first = waiter(&cache, get(&[])).await;
+        let second = waiter(&cache, get(&[])).await;
+        assert!(!first.is_finished() && !second.is_finished());
+        let reply = leader
+            .converted(
+                markdown("max-age=60"),
+                Bytes::from_static(b"# page"),
+                Validators::default(),
+                &req,
+            )
+            .unwrap();
+        assert!(lock(&cache.flights).is_empty(), "released once stored");
+        assert_eq!(leader.finish(true), Status::Miss);
+        for task in [first, second] {
+            let waited = tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+            let served = waited
+                .fresh_reply(HeaderValue::from_static("ray"), Instant::now())
+                .unwrap()
+                .unwrap();
+            assert_eq!(served.body, reply.body);
+            assert_eq!(waited.finish(true), Status::Coalesced);
+        }
+        // Later requests are plain hits, and lead nothing.
+        let hit = cache.lookup_coalesced(&req, URL, WAIT).await;
+        assert!(hit.lead.is_none());
+        assert_eq!(hit.finish(true), Status::Hit);
+    }
+
+    #[tokio::test]
+    async fn waiters_ask_themselves_when_the_leader_stored_nothing_or_another_variant() {
+        let cache = zone_cache();
+        // The leader's answer may not be stored.
+        let req = get(&[]);
+        let mut leader = cache.lookup_coalesced(&req, URL, WAIT).await;
+        let task = waiter(&cache, get(&[])).await;
+        leader
+            .converted(
+                markdown("no-store"),
+                Bytes::from_static(b"# page"),
+                Validators::default(),
+                &req,
+            )
+            .unwrap();
+        let waited = tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+        assert!(
+            waited
+                .fresh_reply(HeaderValue::from_static("r"), Instant::now())
+                .is_none()
+        );
+        assert!(
+            waited.lead.is_none(),
+            "a waiter that asks itself does not lead"
+        );
+        assert_eq!(leader.finish(true), Status::Bypass);
+        assert_eq!(waited.finish(true), Status::Miss);
+
+        // The leader stored its variant; the waiter asked for another.
+        let fr = get(&[("x-lang", "fr")]);
+        let mut leader = cache.lookup_coalesced(&fr, URL, WAIT).await;
+        let task = waiter(&cache, get(&[("x-lang", "de")])).await;
+        let mut header = markdown("max-age=60");
+        header.insert_header("vary", "X-Lang").unwrap();
+        leader
+            .converted(
+                header,
+                Bytes::from_static(b"# fr"),
+                Validators::default(),
+                &fr,
+            )
+            .unwrap();
+        let waited = tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
+        assert!(
+            waited
+                .fresh_reply(HeaderValue::from_static("r"), Instant::now())
+                .is_none()
+        );
+        assert_eq!(waited.finish(true), Status::Miss);
+        drop(leader);
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_leader_releases_its_waiters() {
+        let cache = zone_cache();
+        let req = get(&[]);
+        let leader = cache.lookup_coalesced(&req, URL, WAIT).await;
+        let task = waiter(&cache, get(&[])).await;
+        // The leader's request is dropped mid-way (its client left, the future cancelled).
+        drop(leader);
+        let waited = tokio::time::timeout(Duration::from_secs(1), task)
+            .await
+            .expect("released at once, not at the deadline")
+            .unwrap();
+        assert_eq!(waited.status, Status::Miss);
+        assert!(lock(&cache.flights).is_empty());
+    }
+
+    #[tokio::test]
+    async fn waiting_is_bounded_in_time_and_number() {
+        let cache = zone_cache();
+        let req = get(&[]);
+        let _leader = cache.lookup_coalesced(&req, URL, WAIT).await;
+        let started = Instant::now();
+        let waited = cache
+            .lookup_coalesced(&req, URL, Duration::from_millis(50))
+            .await;
+        assert!(started.elapsed() >= Duration::from_millis(50));
+        assert_eq!(waited.status, Status::Miss);
+        assert!(waited.lead.is_none());
+
+        lock(&cache.flights).get_mut(URL).unwrap().waiters = MAX_WAITERS;
+        let started = Instant::now();
+        let alone = cache.lookup_coalesced(&req, URL, WAIT).await;
+        assert!(started.elapsed() < Duration::from_secs(1), "did not wait");
+        assert!(alone.lead.is_none());
+
+        // Keys in flight are bounded: past the bound a miss neither leads nor waits.
+        let mut leads = Vec::new();
+        for i in 1..MAX_FLIGHTS {
+            let url = format!("http://example.com/{i}");
+            let found = cache.lookup_coalesced(&req, &url, WAIT).await;
+            leads.push(found.lead.expect("leads"));
+        }
+        let past = cache
+            .lookup_coalesced(&req, "http://example.com/past", WAIT)
+            .await;
+        assert!(past.lead.is_none());
+        drop(leads);
+        assert_eq!(lock(&cache.flights).len(), 1);
+    }
+
+    #[tokio::test]
+    async fn requests_a_leaders_entry_would_not_answer_neither_wait_nor_lead() {
+        let cache = zone_cache();
+        let req = get(&[]);
+        let _leader = cache.lookup_coalesced(&req, URL, WAIT).await;
+        for extra in [
+            ("authorization", "Bearer x"),
+            ("cache-control", "no-cache"),
+            ("cache-control", "no-store"),
+        ] {
+            let started = Instant::now();
+            let other = cache.lookup_coalesced(&get(&[extra]), URL, WAIT).await;
+            assert!(
+                started.elapsed() < Duration::from_secs(1),
+                "{extra:?} waited"
+            );
+            assert!(other.lead.is_none());
+        }
     }
 
     #[test]

@@ -633,7 +633,8 @@ impl Edge {
     }
 
     /// Step 7: a request that negotiates Markdown on a zone that converts is answered from the
-    /// zone's converted-page cache when a fresh entry is there (markdown_cache.rs), else
+    /// zone's converted-page cache when a fresh entry is there, or once another request
+    /// converting the same page has stored it (markdown_cache.rs), else
     /// forwarded and converted by `markdown::fetch_and_convert` (the why is in markdown.rs),
     /// through the same way to the origin as every proxied request. Every other request goes
     /// down Pingora's proxy path.
@@ -652,12 +653,23 @@ impl Edge {
             req.uri.path_and_query().map_or("/", |pq| pq.as_str())
         );
         let head_only = req.method == http::Method::HEAD;
-        let mut cached = ctx
+        let cache = ctx
             .policy
             .as_ref()
             .zip(ctx.zone)
             .and_then(|(loaded, zone)| loaded.markdown_cache(zone))
-            .map(|cache| cache.lookup(req, &url, Instant::now()));
+            .cloned();
+        let mut cached = match cache {
+            Some(cache) => {
+                // Waiting for another request converting the page: no longer than this request
+                // would wait for the origin.
+                let wait = ctx
+                    .zone()
+                    .map_or(crate::markdown_cache::MAX_COALESCE_WAIT, |z| z.read_timeout);
+                Some(cache.lookup_coalesced(req, &url, wait).await)
+            }
+            None => None,
+        };
         if let Some(reply) = cached
             .as_ref()
             .and_then(|c| c.fresh_reply(ctx.ray_header(), Instant::now()))
