@@ -53,6 +53,44 @@ fn user_agent_claims_are_found_anywhere_in_any_case() {
     );
 }
 
+proptest::proptest! {
+    /// Over arbitrary bytes around a token, in any ASCII case, and User-Agents longer than the
+    /// stack buffer: the bot found is the one a case-blind search of each token finds first
+    /// and longest.
+    #[test]
+    fn claims_ignore_ascii_case_whatever_the_bytes(
+        before in proptest::collection::vec(proptest::num::u8::ANY, 0..700),
+        after in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        pick in 0usize..1000,
+        flips in proptest::collection::vec(proptest::bool::ANY, 0..40),
+    ) {
+        let c = shipped_catalog();
+        let bots: Vec<&Arc<Bot>> = c.bots().iter().filter(|b| b.user_agent.is_some()).collect();
+        let bot = bots[pick % bots.len()];
+        let token: Vec<u8> = bot
+            .user_agent
+            .as_deref()
+            .unwrap()
+            .bytes()
+            .zip(flips.iter().chain(std::iter::repeat(&false)))
+            .map(|(b, &flip)| if flip { b.to_ascii_uppercase() } else { b.to_ascii_lowercase() })
+            .collect();
+        let ua: Vec<u8> = [&before[..], &token[..], &after[..]].concat();
+        // The reference: leftmost, then longest, of every token found case-blind.
+        let lower = ua.to_ascii_lowercase();
+        let expected = bots
+            .iter()
+            .filter_map(|b| {
+                let t = b.user_agent.as_deref()?.to_ascii_lowercase();
+                let at = lower.windows(t.len()).position(|w| w == t.as_bytes())?;
+                Some((at, std::cmp::Reverse(t.len()), &*b.name))
+            })
+            .min()
+            .map(|(_, _, name)| name);
+        proptest::prop_assert_eq!(c.claimed_by(&ua).map(|b| &*b.name), expected);
+    }
+}
+
 fn policy_catalog(text: &str) -> Result<BotCatalog, String> {
     #[derive(serde::Deserialize)]
     struct F {
