@@ -10,7 +10,6 @@
 //!   the response go out with `crawler-charged`; a refusal (the page's price above the intent,
 //!   the origin's own bad price) or a ledger that cannot write replaces the origin's response.
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use pingora::Result;
@@ -19,7 +18,7 @@ use pingora::proxy::Session;
 use signpost_policy::{CrawlOutcome, CrawlRefusal, Settlement};
 use signpost_problem::Custom;
 
-use crate::answer::{Answer, Dressing};
+use crate::answer::Answer;
 use crate::ctx::RequestCtx;
 use crate::ledger::{Ledger, LedgerRecord};
 use crate::log::LogBudget;
@@ -192,18 +191,5 @@ fn render(session: &Session, ctx: &RequestCtx, refusal: &CrawlRefusal) -> Result
         .clone()
         .ok_or_else(|| pingora::Error::explain(pingora::InternalError, "no policy"))?;
     let entry = crate::answer::entry(refusal.code());
-    let format = signpost_problem::negotiate(crate::facts::accept(session).as_deref());
-    let values = crate::error_rules::RequestValues::new(&loaded, session, ctx);
-    let dressing: Dressing<'_> = values.dressing(Cow::Owned(custom(refusal)));
-    let host = crate::facts::request_host(session);
-    let zone = signpost_policy::normalize_host(&host);
-    Answer::new(
-        entry,
-        format,
-        ctx.ray_id,
-        &zone,
-        None,
-        loaded.policy.problem_branding(),
-        Some(&dressing),
-    )
+    crate::error_rules::render(&loaded, session, ctx, entry, Some(&custom(refusal)), None)
 }

@@ -6,9 +6,9 @@ use std::borrow::Cow;
 
 use pingora::proxy::Session;
 use signpost_policy::ResponseFacts;
-use signpost_problem::{Custom, Format, TokenValues};
+use signpost_problem::{CatalogEntry, Custom, Format, TokenValues};
 
-use crate::answer::Dressing;
+use crate::answer::{Answer, Dressing};
 use crate::ctx::RequestCtx;
 use crate::facts::request_host;
 use crate::reload::Loaded;
@@ -57,6 +57,37 @@ pub fn format(accept: Option<&[u8]>, custom: Option<&Custom>) -> Format {
         Some(custom) if custom.text.is_some() => signpost_problem::negotiate_offering_text(accept),
         _ => signpost_problem::negotiate(accept),
     }
+}
+
+/// Renders `entry` for the request, in the format its `Accept` asks, dressed with `custom` when
+/// one speaks for the answer (an error rule, a rule's own response, crawl control's answer)
+/// with the request's token values: how every answer of the edge to a real request is made.
+pub fn render(
+    loaded: &Loaded,
+    session: &Session,
+    ctx: &RequestCtx,
+    entry: &'static CatalogEntry,
+    custom: Option<&Custom>,
+    retry_after: Option<u32>,
+) -> pingora::Result<Answer> {
+    let format = format(crate::facts::accept(session).as_deref(), custom);
+    let values = custom.map(|_| RequestValues::new(loaded, session, ctx));
+    let dressing = custom
+        .zip(values.as_ref())
+        .map(|(custom, values)| values.dressing(Cow::Borrowed(custom)));
+    // The normalised host is only shown here, so it is worked out here rather than kept (as an
+    // allocated copy) by every proxied request.
+    let host = request_host(session);
+    let zone = signpost_policy::normalize_host(&host);
+    Answer::new(
+        entry,
+        format,
+        ctx.ray_id,
+        &zone,
+        retry_after,
+        loaded.policy.problem_branding(),
+        dressing.as_ref(),
+    )
 }
 
 /// The request's values of `::CLIENT_IP::`, `::GEO::` and `::HOST::`, owned so that a

@@ -13,8 +13,6 @@
 //! Nothing here runs for an origin answer below 400, and nothing for a zone that neither asks
 //! for structured origin errors nor has an error rule.
 
-use std::borrow::Cow;
-
 use bytes::Bytes;
 use http::header;
 use pingora::http::ResponseHeader;
@@ -24,7 +22,6 @@ use signpost_problem::Custom;
 
 use crate::answer::Answer;
 use crate::ctx::RequestCtx;
-use crate::error_rules::RequestValues;
 
 /// The most origin body bytes read and dropped after the edge answered an origin error in their
 /// place: an error page is a few KiB; an origin that sends more is cut, not read to its end.
@@ -126,20 +123,7 @@ pub fn reshape(
         retry_after(response),
         rule.as_ref().map(|r| r.custom),
     );
-    let format = crate::error_rules::format(accept.as_deref(), Some(&custom));
-    let values = RequestValues::new(&loaded, session, ctx);
-    let dressing = values.dressing(Cow::Owned(custom));
-    let host = crate::facts::request_host(session);
-    let zone = signpost_policy::normalize_host(&host);
-    let answer = Answer::new(
-        entry,
-        format,
-        ctx.ray_id,
-        &zone,
-        None,
-        loaded.policy.problem_branding(),
-        Some(&dressing),
-    )?;
+    let answer = crate::error_rules::render(&loaded, session, ctx, entry, Some(&custom), None)?;
     ctx.format = Some(answer.format);
     if let Some(rule) = &rule {
         ctx.error_rule = Some(rule.id.into());

@@ -43,7 +43,6 @@ use pingora::proxy::FailToProxy;
 use signpost_policy::{MarkdownConfig, Origin, Verdict};
 use signpost_problem::{CatalogEntry, Code};
 
-use crate::answer::Answer;
 use crate::ctx::RequestCtx;
 use crate::facts::{Facts, request_host};
 use crate::inflight::InFlight;
@@ -794,27 +793,8 @@ impl Edge {
             };
             let crawl_custom = crawl.map(crate::crawl::custom);
             let custom = rule.as_ref().map(|r| r.custom).or(crawl_custom.as_ref());
-            let format =
-                crate::error_rules::format(crate::facts::accept(session).as_deref(), custom);
-            let values =
-                custom.map(|_| crate::error_rules::RequestValues::new(&loaded, session, ctx));
-            let dressing = custom
-                .zip(values.as_ref())
-                .map(|(custom, values)| values.dressing(std::borrow::Cow::Borrowed(custom)));
-            // The normalised host is only shown here, so it is worked out here rather than kept
-            // (as an allocated copy) by every proxied request.
-            let host = request_host(session);
-            let zone = signpost_policy::normalize_host(&host);
-            let answer = Answer::new(
-                entry,
-                format,
-                ctx.ray_id,
-                &zone,
-                retry_after,
-                loaded.policy.problem_branding(),
-                dressing.as_ref(),
-            )?;
-            let mut answer = answer;
+            let mut answer =
+                crate::error_rules::render(&loaded, session, ctx, entry, custom, retry_after)?;
             if let Some(refusal) = crawl {
                 crate::crawl::add_headers(&mut answer.head, refusal)?;
             }
