@@ -47,6 +47,7 @@ mod json;
 mod markdown;
 mod negotiate;
 mod problem;
+mod render;
 mod tokens;
 
 pub use catalog::{
@@ -59,10 +60,8 @@ pub use custom::{
 };
 pub use markdown::yaml_scalar;
 pub use negotiate::{Format, MAX_ACCEPT_ENTRIES, negotiate, negotiate_offering_text};
-pub use problem::{
-    Branding, CACHE_CONTROL, DEFAULT_RETRY_AFTER, Problem, RAY_ID_HEADER, Rendered, render,
-    render_custom,
-};
+pub use problem::{Branding, CACHE_CONTROL, Problem, RAY_ID_HEADER};
+pub use render::{DEFAULT_RETRY_AFTER, Rendered, render, render_custom};
 pub use tokens::{
     Escape, TOKENS, TokenValues, escape_into, expand, markdown_text, token_list, unknown_tokens,
 };
