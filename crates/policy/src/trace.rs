@@ -11,7 +11,7 @@
 //! [`CompiledPolicy::trace`]: crate::CompiledPolicy::trace
 
 use crate::decision::Decision;
-use crate::expr::{Cx, Filter, field_text};
+use crate::expr::{Cx, Filter};
 use crate::geo::Country;
 
 /// The phases of a decision, in the order they run, by their stable names (a trace's
@@ -119,7 +119,7 @@ impl TraceStep {
     pub(crate) fn filter(mut self, filter: &Filter, cx: &Cx<'_>) -> TraceStep {
         self.expression = Some(filter.text.to_string());
         for f in filter.fields() {
-            self.fields.push((f.name().into_owned(), field_text(f, cx)));
+            self.fields.push((f.name().into_owned(), f.text(cx)));
         }
         self
     }

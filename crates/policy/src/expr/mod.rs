@@ -7,8 +7,10 @@
 //! something to decode) and `http.request.full_uri`.
 
 mod compile;
+mod cx;
 mod decode;
 mod eval;
+mod fields;
 mod index;
 mod lex;
 mod parse;
@@ -16,8 +18,8 @@ mod parse;
 use std::ops::Range;
 
 pub(crate) use compile::{Filter, compile};
-pub use eval::ResponseFacts;
-pub(crate) use eval::{Cx, field_text};
+pub(crate) use cx::Cx;
+pub use cx::ResponseFacts;
 pub(crate) use index::FilterIndex;
 pub use parse::MAX_NESTING;
 

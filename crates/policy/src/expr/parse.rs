@@ -271,7 +271,7 @@ impl Parser {
                         ));
                     };
                     let close = self.expect(Tok::RBracket, "`]`")?;
-                    if name != "http.request.headers" {
+                    if name != super::fields::HEADERS {
                         return Err(ExprError::new(
                             span.start..close.end,
                             format!(
