@@ -20,6 +20,7 @@ use std::ops::Range;
 pub(crate) use compile::{Filter, compile};
 pub(crate) use cx::Cx;
 pub use cx::ResponseFacts;
+pub(crate) use fields::Field;
 pub(crate) use index::FilterIndex;
 pub use parse::MAX_NESTING;
 
