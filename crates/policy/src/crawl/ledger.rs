@@ -51,9 +51,9 @@ pub(crate) fn compile_ledger(
             .rotate_bytes
             .as_ref()
             .map_or(DEFAULT_LEDGER_ROTATE_BYTES, |v| {
-                crate::policy::size(d, v, DEFAULT_LEDGER_ROTATE_BYTES)
+                crate::units::size(d, v, DEFAULT_LEDGER_ROTATE_BYTES)
             }),
-        rotate_every: crate::policy::duration(
+        rotate_every: crate::units::duration(
             d,
             file.rotate_every.as_ref(),
             DEFAULT_LEDGER_ROTATE_EVERY,

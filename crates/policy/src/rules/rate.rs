@@ -103,7 +103,7 @@ pub(super) fn validate(
                 }
             }
         }
-        let period = crate::policy::duration(d, Some(&r.period), Duration::from_secs(60));
+        let period = crate::units::duration(d, Some(&r.period), Duration::from_secs(60));
         let limit = match u32::try_from(*r.requests_per_period.get_ref()) {
             Ok(n) if n > 0 => n,
             _ => {
@@ -120,7 +120,7 @@ pub(super) fn validate(
             Some(m) if humantime::parse_duration(m.get_ref().trim()).is_ok_and(|d| d.is_zero()) => {
                 Duration::ZERO
             }
-            m => crate::policy::duration(d, m.as_ref(), Duration::ZERO),
+            m => crate::units::duration(d, m.as_ref(), Duration::ZERO),
         };
         let max_keys = match &r.max_keys {
             None => DEFAULT_MAX_KEYS,
