@@ -120,6 +120,19 @@ impl CrawlRefusal {
         }
     }
 
+    /// With the reason the request's signature failed (`expired`, ...) in the detail, when the
+    /// refusal is `InvalidSignature`: what the crawler has to fix.
+    fn with_reason(mut self, signature: &crate::Signature) -> CrawlRefusal {
+        if self.error == Some(CrawlerError::InvalidSignature) && !signature.reason.is_empty() {
+            self.detail = format!(
+                "{} ({}).",
+                self.detail.trim_end_matches('.'),
+                signature.reason
+            );
+        }
+        self
+    }
+
     /// The catalog code whose problem answers it: [`BLOCK_CODE`] for a block, else the
     /// `crawler-error`'s ([`CrawlerError::code`]).
     pub fn code(&self) -> Code {
@@ -133,7 +146,8 @@ impl CrawlRefusal {
 /// Which requests it concerns: those of a known bot, verified or only claimed. A block or a
 /// charge applies to a claim that could not be verified yet (or cannot be verified at all):
 /// claiming a crawler the owner refuses buys nothing, and a charge can only be paid with a Web
-/// Bot Auth signature anyway. A claim that failed every check gets the zone's `impostors`.
+/// Bot Auth signature anyway. A claim that failed every check gets the zone's `impostors`,
+/// unless it offers to pay where its crawler is charged: see [`failed_claim_offer`].
 /// `path` is the request's path without its query.
 pub fn control(
     config: &CrawlConfig,
@@ -146,6 +160,15 @@ pub fn control(
         return None;
     }
     let impostor = identity.claim_failed();
+    if impostor && let Some(refusal) = failed_claim_offer(config, identity, crawler, path, headers)
+    {
+        return Some(CrawlStep {
+            crawler: std::sync::Arc::clone(crawler),
+            action: CrawlAction::Charge,
+            impostor,
+            outcome: CrawlOutcome::Refused(refusal),
+        });
+    }
     let action = if impostor {
         config.impostors
     } else {
@@ -162,9 +185,9 @@ pub fn control(
                     intent,
                     price: config.price,
                 },
-                RequestOutcome::Refuse(refusal) => {
-                    CrawlOutcome::Refused(CrawlRefusal::exchange(refusal))
-                }
+                RequestOutcome::Refuse(refusal) => CrawlOutcome::Refused(
+                    CrawlRefusal::exchange(refusal).with_reason(&identity.signature),
+                ),
             }
         }
     };
@@ -174,6 +197,40 @@ pub fn control(
         impostor,
         outcome,
     })
+}
+
+/// The answer to a claim that failed every check (an impostor) and yet offers to pay (sends
+/// `crawler-exact-price` or `crawler-max-price`) on a path where the crawler it claims is
+/// charged: the exchange's answer to its signature, `InvalidSignature` (400, with the reason in
+/// the detail, e.g. `expired`) for one that does not verify, `StrongAuthRequired` (400) for none
+/// (or one that could not be checked). A legitimate crawler with a signing bug is told to fix
+/// its signature rather than to stop; it is not let in either way. `None`, and the impostor's
+/// answer, when the request does not offer to pay, its crawler is not charged there, or its
+/// signature verified (as another agent than the one it claims).
+fn failed_claim_offer(
+    config: &CrawlConfig,
+    identity: &crate::Identity,
+    crawler: &crate::Bot,
+    path: &str,
+    headers: PaymentHeaders<'_>,
+) -> Option<CrawlRefusal> {
+    if !headers.offers_payment()
+        || config.action_for(&crawler.name, crawler.behaviors) != CrawlAction::Charge
+        || config.is_free_path(path)
+    {
+        return None;
+    }
+    let auth = PaymentAuth::of(&identity.signature, headers);
+    if matches!(auth, PaymentAuth::Verified { .. }) {
+        return None;
+    }
+    match charge_request(config.price, headers, auth, false) {
+        RequestOutcome::Refuse(refusal) => {
+            Some(CrawlRefusal::exchange(refusal).with_reason(&identity.signature))
+        }
+        // Unreachable without a verified signature; the impostor's answer then.
+        RequestOutcome::Free | RequestOutcome::Forward(_) => None,
+    }
 }
 
 impl CrawlStep {

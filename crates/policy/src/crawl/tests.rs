@@ -632,3 +632,132 @@ fn repeated_price_headers_are_joined_and_refused() {
     assert_eq!(&*joined, b"USD 1, USD 2");
     assert_eq!(Price::parse(&joined), None);
 }
+
+/// A request whose claim failed every check (an impostor) but that offers to pay where its
+/// crawler is charged is answered as the exchange answers its signature: a legitimate crawler
+/// with a signing bug is told to fix it (400), not to stop (403). Without a price header, where
+/// its crawler is not charged, or with a signature that verified as someone else, it stays an
+/// impostor.
+#[test]
+fn a_failed_claim_that_offers_to_pay_is_told_to_fix_its_signature() {
+    use crate::{BotStatus, SignatureOutcome};
+    let config = zone_crawl(
+        "[zone.crawl]\ntraining = \"charge\"\nagent = \"block\"\nfree_paths = [\"/free/*\"]\n",
+    )
+    .unwrap()
+    .unwrap();
+    let with = |outcome: SignatureOutcome, reason: &'static str, name: &str| {
+        let mut id = identity(name, BotStatus::Failed, false);
+        id.signature.outcome = outcome;
+        id.signature.reason = reason;
+        id
+    };
+    let exact = PaymentHeaders {
+        exact: Some(b"USD 0.01"),
+        max: None,
+    };
+    let max = PaymentHeaders {
+        exact: None,
+        max: Some(b"USD 5"),
+    };
+    let refusal = |step: &CrawlStep| match &step.outcome {
+        CrawlOutcome::Refused(r) => r.clone(),
+        other => panic!("not refused: {other:?}"),
+    };
+
+    // Tampered or expired, with either price header: InvalidSignature, the reason in the detail.
+    for (reason, headers) in [("bad_signature", exact), ("expired", max)] {
+        let step = control(
+            &config,
+            &with(SignatureOutcome::Invalid, reason, "GPTBot"),
+            "/p",
+            headers,
+        )
+        .unwrap();
+        let r = refusal(&step);
+        assert_eq!(
+            (r.status, r.error, r.code()),
+            (400, Some(CrawlerError::InvalidSignature), Code::new(400)),
+            "{reason}"
+        );
+        assert!(
+            r.detail.contains("does not verify") && r.detail.contains(reason),
+            "{}",
+            r.detail
+        );
+        assert_eq!((step.action, step.impostor), (CrawlAction::Charge, true));
+    }
+    // No signature at all: StrongAuthRequired; one that could not be checked is no better.
+    for outcome in [SignatureOutcome::Absent, SignatureOutcome::Unverified] {
+        let step = control(&config, &with(outcome, "", "GPTBot"), "/p", exact).unwrap();
+        assert_eq!(
+            refusal(&step).error,
+            Some(CrawlerError::StrongAuthRequired),
+            "{outcome:?}"
+        );
+    }
+    // Both price headers: the exchange's own order, ConflictingPriceHeaders first.
+    let both = PaymentHeaders {
+        exact: Some(b"USD 0.01"),
+        max: Some(b"USD 5"),
+    };
+    let step = control(
+        &config,
+        &with(SignatureOutcome::Invalid, "expired", "GPTBot"),
+        "/p",
+        both,
+    )
+    .unwrap();
+    assert_eq!(
+        refusal(&step).error,
+        Some(CrawlerError::ConflictingPriceHeaders)
+    );
+
+    // The impostor's answer stays: no price header (the zone's block, no crawler-error) ...
+    let step = control(
+        &config,
+        &with(SignatureOutcome::Invalid, "expired", "GPTBot"),
+        "/p",
+        PaymentHeaders::default(),
+    )
+    .unwrap();
+    assert_eq!((step.action, step.impostor), (CrawlAction::Block, true));
+    assert_eq!((refusal(&step).status, refusal(&step).error), (403, None));
+    // ... a crawler that is blocked, not charged ...
+    let step = control(
+        &config,
+        &with(SignatureOutcome::Invalid, "expired", "ChatGPT-User"),
+        "/p",
+        exact,
+    )
+    .unwrap();
+    assert_eq!(refusal(&step).error, Some(CrawlerError::CrawlerForbidden));
+    // ... a free path, where nothing is charged ...
+    let step = control(
+        &config,
+        &with(SignatureOutcome::Invalid, "expired", "GPTBot"),
+        "/free/x",
+        exact,
+    )
+    .unwrap();
+    assert_eq!(refusal(&step).error, Some(CrawlerError::CrawlerForbidden));
+    // ... and a signature that verified, as another agent than the crawler claimed.
+    let mut signed_by_another = with(SignatureOutcome::Verified, "", "GPTBot");
+    signed_by_another.signature.covered_headers = 1;
+    let step = control(&config, &signed_by_another, "/p", exact).unwrap();
+    assert_eq!(refusal(&step).error, Some(CrawlerError::CrawlerForbidden));
+    assert_eq!(step.action, CrawlAction::Block);
+
+    // A claim still pending with a signature that expired: the same 400, with its reason.
+    let mut pending = with(SignatureOutcome::Invalid, "expired", "GPTBot");
+    pending.status = BotStatus::Pending;
+    let step = control(&config, &pending, "/p", exact).unwrap();
+    let r = refusal(&step);
+    assert_eq!(r.error, Some(CrawlerError::InvalidSignature));
+    assert!(
+        r.detail.ends_with("does not verify (expired)."),
+        "{}",
+        r.detail
+    );
+    assert!(!step.impostor);
+}
