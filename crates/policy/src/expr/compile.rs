@@ -6,9 +6,9 @@ use std::net::IpAddr;
 use http::header::HeaderName;
 use regex::{Regex, RegexBuilder};
 
+use super::error::{ExprError, regex_reason};
 use super::fields::{Field, NAMES, Needs, Ty};
 use super::parse::{CmpOp, Expr, Value, ValueKind};
-use super::{ExprError, MAX_REGEX_SIZE};
 use crate::ipset::canonical;
 use crate::ipset::{IpTable, parse_net};
 
@@ -22,6 +22,9 @@ const FUNCTIONS: &[&str] = &[
     "decode_base64",
     "remove_bytes",
 ];
+
+/// Largest compiled size of one regex (`regex::RegexBuilder::size_limit`).
+pub const MAX_REGEX_SIZE: usize = 1 << 20;
 
 /// A compiled value.
 #[derive(Debug, Clone)]
@@ -231,7 +234,7 @@ impl Compiler {
                     .build()
                     .map_err(|e| {
                         let why = e.to_string();
-                        let last = super::regex_reason(&why);
+                        let last = regex_reason(&why);
                         ExprError::new(
                             rhs.span.clone(),
                             format!("invalid regular expression: {last}"),

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::ExprError;
+use super::error::ExprError;
 use super::lex::{Tok, Token, lex};
 
 /// Deepest nesting of parentheses, `not` and function calls accepted.
