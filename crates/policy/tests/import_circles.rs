@@ -101,10 +101,10 @@ impl Crate {
     /// The module a path names from `here`: the longest prefix that is a file of the crate.
     fn resolve(&self, here: &ModPath, is_mod: bool, path: &str) -> Option<ModPath> {
         let segs: Vec<&str> = path.split("::").filter(|s| !s.is_empty()).collect();
-        let (mut base, rest) = match segs.first()? {
-            &"crate" => (Vec::new(), &segs[1..]),
-            &"self" => (here.clone(), &segs[1..]),
-            &"super" => {
+        let (mut base, rest) = match *segs.first()? {
+            "crate" => (Vec::new(), &segs[1..]),
+            "self" => (here.clone(), &segs[1..]),
+            "super" => {
                 let mut base = here.clone();
                 base.pop();
                 let mut rest = &segs[1..];
