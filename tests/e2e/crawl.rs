@@ -675,6 +675,108 @@ impl Setup {
     }
 }
 
+/// A crawler that claims its own name and offers to pay with a signature that does not verify
+/// (tampered, expired) is told to fix its signature (`400 InvalidSignature`, the reason in the
+/// detail), not to stop as an impostor (`403 CrawlerForbidden`); with no signature at all it is
+/// told strong authentication is required. The same tampered claim without a price header is
+/// still an impostor, and none of these reaches the origin or is charged. PayBot is verified by
+/// its signature only, so each failed signature is a failed claim.
+#[test]
+fn a_payer_whose_signature_fails_is_told_to_fix_it_not_to_stop() {
+    let ledger = Scratch::new("crawl-badsig-ledger");
+    let s = setup("crawl-badsig", &ledger.0);
+    let before = s.origin_asked_total();
+    let offer = [("crawler-exact-price", "USD 0.01")];
+    let paybot = |headers: &[(String, String)]| {
+        s.send(
+            "example.com",
+            "/article",
+            "Mozilla/5.0 (compatible; PayBot/1.0)",
+            "application/json",
+            headers,
+        )
+    };
+
+    // Tampered: one character of the real signature changed.
+    let mut tampered = s.payer.headers_covering(&s.authority(), &offer);
+    for (name, value) in &mut tampered {
+        if name == "signature" {
+            let flipped = if value.as_bytes()[6] == b'A' {
+                "B"
+            } else {
+                "A"
+            };
+            value.replace_range(6..7, flipped);
+        }
+    }
+    let a = paybot(&tampered);
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert_eq!(a.header("crawler-error"), Some("InvalidSignature"));
+    let p = problem_of(&a);
+    assert_eq!(p["error_code"], 400);
+    assert!(
+        p["detail"].as_str().unwrap().contains("does not verify"),
+        "{p}"
+    );
+    assert!(a.header("crawler-charged").is_none());
+
+    // Expired: signed ten minutes ago for five; the detail says so.
+    let expired = s
+        .payer
+        .headers_covering_at(&s.authority(), &offer, now() - 600);
+    let a = paybot(&expired);
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert_eq!(a.header("crawler-error"), Some("InvalidSignature"));
+    let detail = problem_of(&a)["detail"].as_str().unwrap().to_string();
+    assert!(detail.contains("expired"), "{detail}");
+
+    // A maximum price, tampered: the same.
+    let mut tampered_max = s
+        .payer
+        .headers_covering(&s.authority(), &[("crawler-max-price", "USD 1.00")]);
+    for (name, value) in &mut tampered_max {
+        if name == "signature" {
+            *value = tampered
+                .iter()
+                .find(|(n, _)| n == "signature")
+                .unwrap()
+                .1
+                .clone();
+        }
+    }
+    let a = paybot(&tampered_max);
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert_eq!(a.header("crawler-error"), Some("InvalidSignature"));
+
+    // No signature at all: strong authentication is required.
+    let a = paybot(&[("crawler-exact-price".into(), "USD 0.01".into())]);
+    assert_eq!(a.status, 400, "{}", a.body);
+    assert_eq!(a.header("crawler-error"), Some("StrongAuthRequired"));
+
+    // The tampered claim without a price header is an impostor: the zone's block (402, the
+    // licensing message, no crawler-error).
+    let unpriced: Vec<(String, String)> = tampered
+        .iter()
+        .filter(|(n, _)| !n.starts_with("crawler-"))
+        .cloned()
+        .collect();
+    let a = paybot(&unpriced);
+    assert_eq!(a.status, 402, "{}", a.body);
+    assert!(a.header("crawler-error").is_none());
+    assert_eq!(problem_of(&a)["error_code"], 1020);
+
+    // The signature as signed still pays: the failures above were the signatures'.
+    let a = s.paybot("/article", &offer);
+    assert_eq!(a.header("crawler-charged"), Some("USD 0.01"), "{}", a.body);
+    assert_eq!(
+        s.origin_asked_total() - before,
+        1,
+        "only the paid request reached the origin"
+    );
+    let records = ledger_records(&ledger.0);
+    assert_eq!(records.len(), 1, "{records:?}");
+}
+
 #[test]
 fn robots_txt_is_prepended_replaced_or_passed_through_and_violations_counted() {
     let ledger = Scratch::new("robots-ledger");

@@ -47,7 +47,16 @@ impl Signer {
         authority: &str,
         extra: &[(&str, &str)],
     ) -> Vec<(String, String)> {
-        let created = now() - 1;
+        self.headers_covering_at(authority, extra, now() - 1)
+    }
+
+    /// [`Signer::headers_covering`], signed at `created` (valid for 300 seconds from then).
+    pub fn headers_covering_at(
+        &self,
+        authority: &str,
+        extra: &[(&str, &str)],
+        created: u64,
+    ) -> Vec<(String, String)> {
         let agent_member = format!("\"{}\"", self.agent);
         let mut components = String::from(r#""@authority" "signature-agent";key="sig1""#);
         let mut base = format!(

@@ -76,6 +76,7 @@ mod ratelimit;
 mod robots;
 mod rules;
 mod trace;
+mod units;
 mod verdict;
 
 pub use bots::settings::{

@@ -9,6 +9,7 @@ use serde_spanned::Spanned;
 use crate::error::{Diagnostics, ProblemKind, did_you_mean};
 use crate::file::PolicyFile;
 use crate::host::HostPattern;
+use crate::units::{duration, size, size_text};
 
 /// The admin listener address when the policy names none.
 pub const DEFAULT_ADMIN: &str = "127.0.0.1:9901";
@@ -597,73 +598,6 @@ fn validate_connections(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Connectio
         send_timeout: duration(d, c.send_timeout.as_ref(), defaults.send_timeout),
         max_in_flight_per_client,
         h2_max_requests_per_connection,
-    }
-}
-
-/// Parses a byte size ("100MB", "64KiB", "1024"), reporting a bad one at its place.
-pub(crate) fn size(d: &mut Diagnostics<'_>, value: &Spanned<String>, default: u64) -> u64 {
-    size_text(value.get_ref()).unwrap_or_else(|why| {
-        d.at(ProblemKind::Invalid, span(value), why);
-        default
-    })
-}
-
-/// A byte size: digits, then optionally `B`, `KB`, `MB`, `GB` (powers of 1000) or `KiB`, `MiB`,
-/// `GiB` (powers of 1024).
-fn size_text(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-    let (number, unit) = text.split_at(digits);
-    let unit_factor: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KB" => 1000,
-        "MB" => 1000 * 1000,
-        "GB" => 1000 * 1000 * 1000,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        other => {
-            return Err(format!(
-                "`{other}` is not a size unit; write e.g. \"100MB\", \"64KiB\" or \"1024\""
-            ));
-        }
-    };
-    number
-        .parse::<u64>()
-        .ok()
-        .and_then(|n| n.checked_mul(unit_factor))
-        .filter(|n| *n > 0)
-        .ok_or_else(|| format!("`{text}` is not a size greater than zero"))
-}
-
-/// Parses a positive humantime duration ("5s", "1m 30s"), falling back to `default` when absent.
-pub(crate) fn duration(
-    d: &mut Diagnostics<'_>,
-    value: Option<&Spanned<String>>,
-    default: Duration,
-) -> Duration {
-    let Some(v) = value else { return default };
-    match humantime::parse_duration(v.get_ref().trim()) {
-        Ok(dur) if !dur.is_zero() => dur,
-        Ok(_) => {
-            d.at(
-                ProblemKind::Invalid,
-                span(v),
-                "a duration must be greater than zero",
-            );
-            default
-        }
-        Err(e) => {
-            d.at(
-                ProblemKind::Invalid,
-                span(v),
-                format!(
-                    "`{}` is not a duration ({e}); write e.g. \"10s\" or \"2m\"",
-                    v.get_ref()
-                ),
-            );
-            default
-        }
     }
 }
 

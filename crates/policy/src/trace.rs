@@ -11,7 +11,7 @@
 //! [`CompiledPolicy::trace`]: crate::CompiledPolicy::trace
 
 use crate::decision::Decision;
-use crate::expr::{Cx, Filter, field_text};
+use crate::expr::{Cx, Field, Filter};
 use crate::geo::Country;
 
 /// The phases of a decision, in the order they run, by their stable names (a trace's
@@ -115,11 +115,18 @@ impl TraceStep {
         self
     }
 
+    /// With one more field value: `field`'s, as the rules read it in `cx`.
+    pub(crate) fn read(mut self, field: &Field, cx: &Cx<'_>) -> TraceStep {
+        self.fields
+            .push((field.name().into_owned(), field.text(cx)));
+        self
+    }
+
     /// With `filter`'s text and the values of the fields it reads in `cx`.
     pub(crate) fn filter(mut self, filter: &Filter, cx: &Cx<'_>) -> TraceStep {
         self.expression = Some(filter.text.to_string());
         for f in filter.fields() {
-            self.fields.push((f.name().into_owned(), field_text(f, cx)));
+            self = self.read(f, cx);
         }
         self
     }
@@ -174,7 +181,13 @@ pub(crate) struct Recorder {
 impl Tracer for Recorder {
     const RECORDS: bool = true;
     fn phase(&mut self, step: impl FnOnce() -> TraceStep) {
-        self.steps.push(step());
+        let step = step();
+        debug_assert_eq!(
+            Some(step.step_name.as_str()),
+            PHASES.get(self.steps.len()).copied(),
+            "a phase out of PHASES' order"
+        );
+        self.steps.push(step);
     }
     fn assumed_geo(&self) -> (Option<Country>, Option<u32>) {
         (self.country, self.asn)

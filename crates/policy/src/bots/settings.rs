@@ -139,9 +139,9 @@ pub(crate) fn validate(file: &BotsFile, d: &mut Diagnostics<'_>, base_dir: &Path
             ),
         }
     }
-    config.clock_skew = crate::policy::duration(d, file.clock_skew.as_ref(), DEFAULT_CLOCK_SKEW);
+    config.clock_skew = crate::units::duration(d, file.clock_skew.as_ref(), DEFAULT_CLOCK_SKEW);
     config.max_validity =
-        crate::policy::duration(d, file.max_validity.as_ref(), DEFAULT_MAX_VALIDITY);
+        crate::units::duration(d, file.max_validity.as_ref(), DEFAULT_MAX_VALIDITY);
     if let Some(v) = &file.max_validity
         && config.max_validity > Duration::from_secs(24 * 3600)
     {

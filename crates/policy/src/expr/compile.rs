@@ -1,115 +1,16 @@
 //! Type checking and compilation: `Expr` → `Filter`, every field, function and operand checked.
 
 use std::collections::HashSet;
-use std::fmt;
 use std::net::IpAddr;
 
 use http::header::HeaderName;
 use regex::{Regex, RegexBuilder};
 
+use super::error::{ExprError, regex_reason};
+use super::fields::{Field, NAMES, Needs, Ty};
 use super::parse::{CmpOp, Expr, Value, ValueKind};
-use super::{ExprError, MAX_REGEX_SIZE};
 use crate::ipset::canonical;
 use crate::ipset::{IpTable, parse_net};
-
-/// The type of a value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Ty {
-    Str,
-    Int,
-    Bool,
-    Ip,
-}
-
-impl fmt::Display for Ty {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Ty::Str => "String",
-            Ty::Int => "Integer",
-            Ty::Bool => "Boolean",
-            Ty::Ip => "IP address",
-        })
-    }
-}
-
-/// A request field an expression can read.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Field {
-    Host,
-    Method,
-    Uri,
-    Path,
-    /// The URI and path as sent, before normalisation.
-    RawUri,
-    RawPath,
-    Query,
-    FullUri,
-    UserAgent,
-    Referer,
-    Cookie,
-    Header(HeaderName),
-    IpSrc,
-    Country,
-    Asn,
-    Ssl,
-    /// `http.response.code`: the status the client would get (the edge's or the origin's).
-    /// Error rules only.
-    ResponseCode,
-    /// `cf.response.1xxx_code`: the edge's own catalog code, 0 when the origin made the error.
-    /// Error rules only.
-    EdgeCode,
-    /// `cf.bot_management.verified_bot` (also `cf.client.bot`): the request proved it is a
-    /// known bot.
-    VerifiedBot,
-    /// `cf.verified_bot_category`: the verified bot's category, "" otherwise.
-    BotCategory,
-    /// `cf.bot_management.signed_agent`: the Web Bot Auth signature verified.
-    SignedAgent,
-    /// `signpost.bot.signature`: `verified`, `invalid`, `unverified` or `absent`.
-    BotSignature,
-    /// `signpost.bot.signature_agent`: the key directory of a verified signature, "" otherwise.
-    BotSignatureAgent,
-    /// `signpost.bot.name`: the verified bot's name, "" otherwise.
-    BotName,
-    /// `signpost.bot.claimed`: the known bot the request is or claims to be, verified or not.
-    BotClaimed,
-    /// `signpost.bot.behaviors`: the verified bot's behaviors, e.g. `"search training"`.
-    BotBehaviors,
-    /// `signpost.bot.claim_failed`: the request claimed a known bot and failed every check.
-    BotClaimFailed,
-}
-
-/// Every field name, for messages and suggestions.
-pub(crate) const FIELDS: &[&str] = &[
-    "http.host",
-    "http.request.method",
-    "http.request.uri",
-    "http.request.uri.path",
-    "http.request.uri.query",
-    "http.request.full_uri",
-    "raw.http.request.uri",
-    "raw.http.request.uri.path",
-    "http.user_agent",
-    "http.referer",
-    "http.cookie",
-    "http.request.headers",
-    "ip.src",
-    "ip.src.country",
-    "ip.src.asnum",
-    "ssl",
-    "http.response.code",
-    "cf.response.1xxx_code",
-    "cf.bot_management.verified_bot",
-    "cf.client.bot",
-    "cf.verified_bot_category",
-    "cf.bot_management.signed_agent",
-    "signpost.bot.signature",
-    "signpost.bot.signature_agent",
-    "signpost.bot.name",
-    "signpost.bot.claimed",
-    "signpost.bot.behaviors",
-    "signpost.bot.claim_failed",
-];
 
 const FUNCTIONS: &[&str] = &[
     "lower",
@@ -122,51 +23,8 @@ const FUNCTIONS: &[&str] = &[
     "remove_bytes",
 ];
 
-impl Field {
-    fn by_name(name: &str) -> Option<Field> {
-        Some(match name {
-            "http.host" => Field::Host,
-            "http.request.method" => Field::Method,
-            "http.request.uri" => Field::Uri,
-            "http.request.uri.path" => Field::Path,
-            "http.request.uri.query" => Field::Query,
-            "http.request.full_uri" => Field::FullUri,
-            "raw.http.request.uri" => Field::RawUri,
-            "raw.http.request.uri.path" => Field::RawPath,
-            "http.user_agent" => Field::UserAgent,
-            "http.referer" => Field::Referer,
-            "http.cookie" => Field::Cookie,
-            "ip.src" => Field::IpSrc,
-            // Cloudflare spells these both ways.
-            "ip.src.country" | "ip.geoip.country" => Field::Country,
-            "ip.src.asnum" | "ip.geoip.asnum" => Field::Asn,
-            "ssl" => Field::Ssl,
-            "http.response.code" => Field::ResponseCode,
-            "cf.response.1xxx_code" => Field::EdgeCode,
-            "cf.bot_management.verified_bot" | "cf.client.bot" => Field::VerifiedBot,
-            "cf.verified_bot_category" => Field::BotCategory,
-            "cf.bot_management.signed_agent" => Field::SignedAgent,
-            "signpost.bot.signature" => Field::BotSignature,
-            "signpost.bot.signature_agent" => Field::BotSignatureAgent,
-            "signpost.bot.name" => Field::BotName,
-            "signpost.bot.claimed" => Field::BotClaimed,
-            "signpost.bot.behaviors" => Field::BotBehaviors,
-            "signpost.bot.claim_failed" => Field::BotClaimFailed,
-            _ => return None,
-        })
-    }
-
-    fn ty(&self) -> Ty {
-        match self {
-            Field::IpSrc => Ty::Ip,
-            Field::Asn | Field::ResponseCode | Field::EdgeCode => Ty::Int,
-            Field::Ssl | Field::VerifiedBot | Field::SignedAgent | Field::BotClaimFailed => {
-                Ty::Bool
-            }
-            _ => Ty::Str,
-        }
-    }
-}
+/// Largest compiled size of one regex (`regex::RegexBuilder::size_limit`).
+pub const MAX_REGEX_SIZE: usize = 1 << 20;
 
 /// A compiled value.
 #[derive(Debug, Clone)]
@@ -245,7 +103,7 @@ pub(crate) fn compile(e: &Expr) -> Result<Filter, ExprError> {
 }
 
 /// [`compile`], where `response_fields` says whether the expression may read the answer's
-/// fields ([`RESPONSE_FIELDS`]): only error rules may.
+/// fields (`Needs::Response`): only error rules may.
 pub(crate) fn compile_in(e: &Expr, response_fields: bool) -> Result<Filter, ExprError> {
     let mut c = Compiler {
         needs_country: false,
@@ -308,44 +166,6 @@ impl Filter {
         let mut out = Vec::new();
         node(&self.root, &mut out);
         out
-    }
-}
-
-impl Field {
-    /// The field's name in the Rules language, as a trace shows it.
-    pub(crate) fn name(&self) -> std::borrow::Cow<'static, str> {
-        use std::borrow::Cow;
-        Cow::Borrowed(match self {
-            Field::Host => "http.host",
-            Field::Method => "http.request.method",
-            Field::Uri => "http.request.uri",
-            Field::Path => "http.request.uri.path",
-            Field::RawUri => "raw.http.request.uri",
-            Field::RawPath => "raw.http.request.uri.path",
-            Field::Query => "http.request.uri.query",
-            Field::FullUri => "http.request.full_uri",
-            Field::UserAgent => "http.user_agent",
-            Field::Referer => "http.referer",
-            Field::Cookie => "http.cookie",
-            Field::Header(name) => {
-                return Cow::Owned(format!("http.request.headers[\"{}\"]", name.as_str()));
-            }
-            Field::IpSrc => "ip.src",
-            Field::Country => "ip.src.country",
-            Field::Asn => "ip.src.asnum",
-            Field::Ssl => "ssl",
-            Field::ResponseCode => "http.response.code",
-            Field::EdgeCode => "cf.response.1xxx_code",
-            Field::VerifiedBot => "cf.bot_management.verified_bot",
-            Field::BotCategory => "cf.verified_bot_category",
-            Field::SignedAgent => "cf.bot_management.signed_agent",
-            Field::BotSignature => "signpost.bot.signature",
-            Field::BotSignatureAgent => "signpost.bot.signature_agent",
-            Field::BotName => "signpost.bot.name",
-            Field::BotClaimed => "signpost.bot.claimed",
-            Field::BotBehaviors => "signpost.bot.behaviors",
-            Field::BotClaimFailed => "signpost.bot.claim_failed",
-        })
     }
 }
 
@@ -414,7 +234,7 @@ impl Compiler {
                     .build()
                     .map_err(|e| {
                         let why = e.to_string();
-                        let last = super::regex_reason(&why);
+                        let last = regex_reason(&why);
                         ExprError::new(
                             rhs.span.clone(),
                             format!("invalid regular expression: {last}"),
@@ -536,7 +356,7 @@ impl Compiler {
             }
             ValueKind::Field(name) => {
                 let Some(field) = Field::by_name(name) else {
-                    let hint = crate::error::did_you_mean(name, FIELDS.iter().copied())
+                    let hint = crate::error::did_you_mean(name, NAMES.iter().copied())
                         .map(|s| format!("; did you mean `{s}`?"))
                         .unwrap_or_default();
                     let what = if FUNCTIONS.contains(&name.as_str()) {
@@ -546,19 +366,11 @@ impl Compiler {
                     };
                     return Err(ExprError::new(v.span.clone(), what));
                 };
-                match field {
-                    Field::Country => self.needs_country = true,
-                    Field::Asn => self.needs_asn = true,
-                    Field::VerifiedBot
-                    | Field::BotCategory
-                    | Field::SignedAgent
-                    | Field::BotSignature
-                    | Field::BotSignatureAgent
-                    | Field::BotName
-                    | Field::BotClaimed
-                    | Field::BotBehaviors
-                    | Field::BotClaimFailed => self.needs_identity = true,
-                    Field::ResponseCode | Field::EdgeCode if !self.response_fields => {
+                match field.needs() {
+                    Needs::Country => self.needs_country = true,
+                    Needs::Asn => self.needs_asn = true,
+                    Needs::Identity => self.needs_identity = true,
+                    Needs::Response if !self.response_fields => {
                         return Err(ExprError::new(
                             v.span.clone(),
                             format!(
@@ -566,7 +378,7 @@ impl Compiler {
                             ),
                         ));
                     }
-                    _ => {}
+                    Needs::Request | Needs::Response => {}
                 }
                 let ty = field.ty();
                 (Val::Field(field), ty)

@@ -33,8 +33,9 @@ use http::header::HeaderName;
 use regex_syntax::hir::literal::{ExtractKind, Extractor};
 use regex_syntax::hir::{Hir, HirKind, Look};
 
-use super::compile::{Field, Filter, Node, Ord6, Val};
-use super::eval::{Cx, field_str};
+use super::compile::{Filter, Node, Ord6, Val};
+use super::cx::Cx;
+use super::fields::Field;
 
 /// One literal test on a request field.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,46 +151,12 @@ fn folded_field(v: &Val) -> Option<(&Field, bool)> {
 
 /// The field as an index key: a string read without a lookup or an allocation.
 fn key_field(f: &Field) -> Option<Field> {
-    match f {
-        Field::Host
-        | Field::Method
-        | Field::Uri
-        | Field::Path
-        | Field::RawUri
-        | Field::RawPath
-        | Field::Query
-        | Field::UserAgent
-        | Field::Referer
-        | Field::Cookie
-        | Field::Header(_) => Some(f.clone()),
-        Field::FullUri
-        | Field::Country
-        | Field::IpSrc
-        | Field::Asn
-        | Field::Ssl
-        | Field::ResponseCode
-        | Field::EdgeCode
-        | Field::VerifiedBot
-        | Field::BotCategory
-        | Field::SignedAgent
-        | Field::BotSignature
-        | Field::BotSignatureAgent
-        | Field::BotName
-        | Field::BotClaimed
-        | Field::BotBehaviors
-        | Field::BotClaimFailed => None,
-    }
+    f.index_key().then(|| f.clone())
 }
 
 /// The header a header field reads, if it is one.
 fn header_name(f: &Field) -> Option<HeaderName> {
-    Some(match f {
-        Field::UserAgent => http::header::USER_AGENT,
-        Field::Referer => http::header::REFERER,
-        Field::Cookie => http::header::COOKIE,
-        Field::Header(h) => h.clone(),
-        _ => return None,
-    })
+    f.header()
 }
 
 /// The literals one of which starts every text a regex matches, when it can only match at the
@@ -503,7 +470,7 @@ impl FilterIndex {
         let mut bits = Bits::new(&self.always);
         let words = bits.as_mut();
         for t in &self.fields {
-            let value = field_str(&t.field, cx);
+            let value = t.field.read_str(cx);
             t.trie.walk(value.as_bytes(), words);
             if let Some(s) = &t.contains {
                 s.scan(&value, words);

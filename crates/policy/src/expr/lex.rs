@@ -2,7 +2,7 @@
 
 use std::ops::Range;
 
-use super::ExprError;
+use super::error::ExprError;
 
 /// One token and its byte span in the expression.
 #[derive(Debug, Clone, PartialEq)]

@@ -7,46 +7,28 @@
 //! something to decode) and `http.request.full_uri`.
 
 mod compile;
+mod cx;
 mod decode;
+mod error;
 mod eval;
+mod fields;
 mod index;
 mod lex;
 mod parse;
 
 use std::ops::Range;
 
+pub use compile::MAX_REGEX_SIZE;
 pub(crate) use compile::{Filter, compile};
-pub use eval::ResponseFacts;
-pub(crate) use eval::{Cx, field_text};
+pub(crate) use cx::Cx;
+pub use cx::ResponseFacts;
+pub(crate) use error::{ExprError, regex_reason};
+pub(crate) use fields::Field;
 pub(crate) use index::FilterIndex;
 pub use parse::MAX_NESTING;
 
 /// Longest expression accepted, in bytes.
 pub const MAX_EXPRESSION_LEN: usize = 8 * 1024;
-/// Largest compiled size of one regex (`regex::RegexBuilder::size_limit`).
-pub const MAX_REGEX_SIZE: usize = 1 << 20;
-
-/// A problem in an expression, at a byte span of the expression text.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ExprError {
-    pub span: Range<usize>,
-    pub message: String,
-}
-
-impl ExprError {
-    pub(crate) fn new(span: Range<usize>, message: impl Into<String>) -> Self {
-        ExprError {
-            span,
-            message: message.into(),
-        }
-    }
-}
-
-/// The reason in a `regex` error, without the pattern echo and the `error:` prefix.
-pub(crate) fn regex_reason(message: &str) -> &str {
-    let last = message.lines().last().unwrap_or("").trim();
-    last.strip_prefix("error:").unwrap_or(last).trim()
-}
 
 /// Parses and compiles an expression that must be a condition (boolean).
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use std::ops::Range;
 
-use super::ExprError;
+use super::error::ExprError;
 use super::lex::{Tok, Token, lex};
 
 /// Deepest nesting of parentheses, `not` and function calls accepted.
@@ -271,7 +271,7 @@ impl Parser {
                         ));
                     };
                     let close = self.expect(Tok::RBracket, "`]`")?;
-                    if name != "http.request.headers" {
+                    if name != super::fields::HEADERS {
                         return Err(ExprError::new(
                             span.start..close.end,
                             format!(

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::{Action, RuleIds, RulesSpec, refuse, sp};
+use super::common::{Action, Needs, RuleIds, refuse, sp};
 use crate::Code;
 use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind};
@@ -33,8 +33,9 @@ pub(super) fn validate(
     file: &PolicyFile,
     d: &mut Diagnostics<'_>,
     ids: &mut RuleIds,
-    spec: &mut RulesSpec,
-) {
+    needs: &mut Needs,
+) -> AccessTables {
+    let mut tables = AccessTables::default();
     for r in &file.access_rule {
         let r = r.get_ref();
         let id = ids.check(d, &r.id);
@@ -51,7 +52,7 @@ pub(super) fn validate(
                 continue;
             }
         };
-        let t = &mut spec.access;
+        let t = &mut tables;
         let idx = t.ids.len();
         t.ids.push(id);
         t.about.push((action, equivalent_expression(r)));
@@ -78,7 +79,7 @@ pub(super) fn validate(
             }
         }
         if let Some(asns) = &r.asn {
-            spec.asn_needed_at.get_or_insert(sp(asns));
+            needs.asn_needed_at.get_or_insert(sp(asns));
             let map = if action == Action::Allow {
                 &mut t.allow_asn
             } else {
@@ -98,7 +99,7 @@ pub(super) fn validate(
             }
         }
         if let Some(cs) = &r.country {
-            spec.country_needed_at.get_or_insert(sp(cs));
+            needs.country_needed_at.get_or_insert(sp(cs));
             let map = if action == Action::Allow {
                 &mut t.allow_country
             } else {
@@ -121,6 +122,7 @@ pub(super) fn validate(
             }
         }
     }
+    tables
 }
 
 /// The Rules-language expression an access rule amounts to, its list cut short after a few

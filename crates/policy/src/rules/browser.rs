@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use regex::RegexSet;
 
-use super::{RuleIds, RulesSpec, refuse, sp};
+use super::common::{RuleIds, refuse, sp};
 use crate::Code;
 use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind};
@@ -28,8 +28,7 @@ pub(super) fn validate(
     file: &PolicyFile,
     d: &mut Diagnostics<'_>,
     ids: &mut RuleIds,
-    spec: &mut RulesSpec,
-) {
+) -> Option<BrowserCheck> {
     if let Some(b) = &file.browser_check {
         let b = b.get_ref();
         let id = match &b.id {
@@ -60,12 +59,13 @@ pub(super) fn validate(
         } else {
             None
         };
-        spec.browser = Some(BrowserCheck {
+        return Some(BrowserCheck {
             id,
             block_empty: b.block_empty_user_agent.unwrap_or(true),
             agents,
         });
     }
+    None
 }
 
 fn build_regex(p: &str) -> Result<regex::Regex, String> {

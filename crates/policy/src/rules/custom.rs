@@ -3,7 +3,7 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::{Action, RuleIds, RulesSpec, expression, refuse, sp};
+use super::common::{Action, Needs, RuleIds, expression, refuse, sp};
 use crate::Code;
 use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind, did_you_mean};
@@ -35,15 +35,17 @@ pub(super) fn validate_legal(
     file: &PolicyFile,
     d: &mut Diagnostics<'_>,
     ids: &mut RuleIds,
-    spec: &mut RulesSpec,
-) {
+    needs: &mut Needs,
+) -> LegalRules {
+    let mut legal = LegalRules::default();
     for r in &file.legal_rule {
         let r = r.get_ref();
         let id = ids.check(d, &r.id);
-        if let Some(f) = expression(d, &r.expression, spec) {
-            spec.legal.0.push((id, f));
+        if let Some(f) = expression(d, &r.expression, needs) {
+            legal.0.push((id, f));
         }
     }
+    legal
 }
 
 /// Checks `[[custom_rule]]` entries.
@@ -51,8 +53,9 @@ pub(super) fn validate_custom(
     file: &PolicyFile,
     d: &mut Diagnostics<'_>,
     ids: &mut RuleIds,
-    spec: &mut RulesSpec,
-) {
+    needs: &mut Needs,
+) -> Vec<CustomRule> {
+    let mut custom = Vec::new();
     for r in &file.custom_rule {
         let r = r.get_ref();
         let id = ids.check(d, &r.id);
@@ -73,11 +76,12 @@ pub(super) fn validate_custom(
                 None
             }
         };
-        let filter = expression(d, &r.expression, spec);
+        let filter = expression(d, &r.expression, needs);
         if let (Some(action), Some(filter)) = (action, filter) {
-            spec.custom.push(CustomRule { id, action, filter });
+            custom.push(CustomRule { id, action, filter });
         }
     }
+    custom
 }
 
 impl LegalRules {

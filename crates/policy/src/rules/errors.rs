@@ -8,7 +8,7 @@ use std::sync::Arc;
 use serde_spanned::Spanned;
 use signpost_problem::{Custom, MAX_ASSET_BYTES, MAX_INLINE_CONTENT};
 
-use super::{RuleIds, RulesSpec, expression_in, map_string_offset, sp};
+use super::common::{Needs, RuleIds, expression_in, map_string_offset, sp};
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::{Cx, Filter};
 use crate::file::{AnswerFile, ErrorRuleFile, PolicyFile};
@@ -91,19 +91,19 @@ pub(super) fn validate(
     file: &PolicyFile,
     d: &mut Diagnostics<'_>,
     ids: &mut RuleIds,
-    spec: &mut RulesSpec,
+    needs: &mut Needs,
     base_dir: &Path,
-) {
+) -> ErrorRules {
     let mut rules = ErrorRules::default();
     for r in &file.error_rule {
-        if let Some(rule) = validate_one(r.get_ref(), d, ids, spec, base_dir) {
+        if let Some(rule) = validate_one(r.get_ref(), d, ids, needs, base_dir) {
             rules.global.push(rule);
         }
     }
     for zone in &file.zone {
         let mut zone_rules = Vec::new();
         for r in &zone.get_ref().error_rule {
-            if let Some(rule) = validate_one(r.get_ref(), d, ids, spec, base_dir) {
+            if let Some(rule) = validate_one(r.get_ref(), d, ids, needs, base_dir) {
                 zone_rules.push(rule);
             }
         }
@@ -139,18 +139,18 @@ pub(super) fn validate(
                 .insert(Arc::from(r.id.get_ref().trim()), (1015, custom));
         }
     }
-    spec.errors = rules;
+    rules
 }
 
 fn validate_one(
     r: &ErrorRuleFile,
     d: &mut Diagnostics<'_>,
     ids: &mut RuleIds,
-    spec: &mut RulesSpec,
+    needs: &mut Needs,
     base_dir: &Path,
 ) -> Option<ErrorRule> {
     let id = ids.check(d, &r.id);
-    let filter = expression_in(d, &r.expression, spec, true);
+    let filter = expression_in(d, &r.expression, needs, true);
     let custom = content(d, &r.answer, base_dir, ERROR_RULE_CONTENT);
     Some(ErrorRule {
         id,

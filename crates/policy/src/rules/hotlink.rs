@@ -3,7 +3,7 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use super::{RuleIds, RulesSpec, refuse, sp};
+use super::common::{RuleIds, refuse, sp};
 use crate::Code;
 use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind};
@@ -25,8 +25,7 @@ pub(super) fn validate(
     file: &PolicyFile,
     d: &mut Diagnostics<'_>,
     ids: &mut RuleIds,
-    spec: &mut RulesSpec,
-) {
+) -> Option<HotlinkSpec> {
     if let Some(h) = &file.hotlink {
         let h = h.get_ref();
         let id = match &h.id {
@@ -59,12 +58,13 @@ pub(super) fn validate(
                 Err(why) => d.at(ProblemKind::Invalid, sp(r), why),
             }
         }
-        spec.hotlink = Some(HotlinkSpec {
+        return Some(HotlinkSpec {
             id,
             extensions,
             allowed,
         });
     }
+    None
 }
 
 impl HotlinkSpec {

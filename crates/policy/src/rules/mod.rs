@@ -1,56 +1,33 @@
 //! The rules after host routing, one module per phase: each holds its rule types, the check of
-//! its TOML section (stage: `validate` into a `RulesSpec`), and its evaluation (stage: `check`
+//! its TOML section (stage: `validate`, whose parts make a `RulesSpec`), and its evaluation (stage: `check`
 //! against one request). `CompiledPolicy::decide` lists the phases in order.
 
 mod access;
 mod browser;
+mod common;
 mod custom;
 mod errors;
 mod hotlink;
 mod rate;
 
-use std::collections::HashSet;
-use std::ops::{ControlFlow, Range};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use http::header::HeaderName;
-use serde_spanned::Spanned;
 
 pub(crate) use access::{AccessTables, Trust};
 pub(crate) use browser::BrowserCheck;
+use common::{Needs, RuleIds, sp};
 pub(crate) use custom::{CustomRule, CustomRules, LegalRules};
 pub(crate) use errors::ErrorRules;
 pub(crate) use hotlink::HotlinkSpec;
 pub(crate) use rate::{RateRule, RateSpec};
 
-use crate::Code;
-use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind};
-use crate::expr::{self, ExprError, Filter};
 use crate::file::PolicyFile;
 use crate::geo::{AsnDb, CountryDb};
 use crate::host::{HostPattern, HostTable};
 use crate::ipset::{IpTable, parse_net};
-use crate::verdict::Verdict;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Action {
-    Block,
-    Allow,
-    Log,
-}
-
-impl Action {
-    /// As the policy writes it.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Action::Block => "block",
-            Action::Allow => "allow",
-            Action::Log => "log",
-        }
-    }
-}
 
 /// Every rule section, checked, before databases are opened and limiters built.
 #[derive(Debug, Default)]
@@ -72,32 +49,6 @@ pub(crate) struct RulesSpec {
     /// Whether a rule reads who the request is (a bot field, or a rate limit counting per
     /// agent): the policy then identifies requests.
     pub identity_needed: bool,
-}
-
-fn sp<T>(s: &Spanned<T>) -> Range<usize> {
-    s.span()
-}
-
-/// Rule ids seen so far: each must be unique and non-empty.
-#[derive(Default)]
-pub(crate) struct RuleIds {
-    seen: HashSet<String>,
-}
-
-impl RuleIds {
-    fn check(&mut self, d: &mut Diagnostics<'_>, id: &Spanned<String>) -> Arc<str> {
-        let v = id.get_ref().trim();
-        if v.is_empty() {
-            d.at(ProblemKind::Invalid, sp(id), "a rule id must not be empty");
-        } else if !self.seen.insert(v.to_owned()) {
-            d.at(
-                ProblemKind::Invalid,
-                sp(id),
-                format!("rule id `{v}` is used twice"),
-            );
-        }
-        Arc::from(v)
-    }
 }
 
 /// Checks the client address, the databases and every rule section; collects all problems.
@@ -149,118 +100,19 @@ pub(crate) fn validate(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Pa
             .map(|p| (base_dir.join(p.get_ref()), sp(p)));
     }
 
-    access::validate(file, d, &mut ids, &mut spec);
-    browser::validate(file, d, &mut ids, &mut spec);
-    hotlink::validate(file, d, &mut ids, &mut spec);
-    custom::validate_legal(file, d, &mut ids, &mut spec);
-    custom::validate_custom(file, d, &mut ids, &mut spec);
+    let mut needs = Needs::default();
+    spec.access = access::validate(file, d, &mut ids, &mut needs);
+    spec.browser = browser::validate(file, d, &mut ids);
+    spec.hotlink = hotlink::validate(file, d, &mut ids);
+    spec.legal = custom::validate_legal(file, d, &mut ids, &mut needs);
+    spec.custom = custom::validate_custom(file, d, &mut ids, &mut needs);
     spec.redis = file.redis.as_ref().map(|r| crate::fleet::validate(r, d));
-    rate::validate(file, d, &mut ids, &mut spec);
-    errors::validate(file, d, &mut ids, &mut spec, base_dir);
+    spec.rate = rate::validate(file, d, &mut ids, &mut needs, spec.redis.is_some());
+    spec.errors = errors::validate(file, d, &mut ids, &mut needs, base_dir);
+    spec.country_needed_at = needs.country_needed_at;
+    spec.asn_needed_at = needs.asn_needed_at;
+    spec.identity_needed = needs.identity_needed;
     spec
-}
-
-/// Compiles an expression, reporting errors at their place inside the TOML string.
-fn expression(
-    d: &mut Diagnostics<'_>,
-    e: &Spanned<String>,
-    spec: &mut RulesSpec,
-) -> Option<Filter> {
-    expression_in(d, e, spec, false)
-}
-
-/// [`expression`], for an error rule when `response_fields` (it may read the answer's fields).
-fn expression_in(
-    d: &mut Diagnostics<'_>,
-    e: &Spanned<String>,
-    spec: &mut RulesSpec,
-    response_fields: bool,
-) -> Option<Filter> {
-    match expr::build_in(e.get_ref(), response_fields) {
-        Ok(f) => {
-            if f.needs_country {
-                spec.country_needed_at.get_or_insert(sp(e));
-            }
-            if f.needs_asn {
-                spec.asn_needed_at.get_or_insert(sp(e));
-            }
-            spec.identity_needed |= f.needs_identity;
-            Some(f)
-        }
-        Err(ExprError { span, message }) => {
-            let start = map_string_offset(d.text(), sp(e), span.start);
-            let end = map_string_offset(d.text(), sp(e), span.end).max(start + 1);
-            d.at(ProblemKind::Expression, start..end, message);
-            None
-        }
-    }
-}
-
-/// Maps a byte offset in a TOML string's value to its offset in the file, through the quotes,
-/// escapes and line continuations of the four TOML string forms.
-pub(crate) fn map_string_offset(text: &str, value: Range<usize>, idx: usize) -> usize {
-    let Some(raw) = text.get(value.clone()) else {
-        return value.start;
-    };
-    let (delim, basic) = if raw.starts_with("\"\"\"") {
-        (3, true)
-    } else if raw.starts_with("'''") {
-        (3, false)
-    } else if raw.starts_with('"') {
-        (1, true)
-    } else if raw.starts_with('\'') {
-        (1, false)
-    } else {
-        return value.start;
-    };
-    let mut pos = delim;
-    if delim == 3 {
-        // A newline right after the opening delimiter is not part of the value.
-        if raw[pos..].starts_with("\r\n") {
-            pos += 2;
-        } else if raw[pos..].starts_with('\n') {
-            pos += 1;
-        }
-    }
-    let bytes = raw.as_bytes();
-    let mut decoded = 0;
-    while decoded < idx && pos < raw.len() {
-        if basic && bytes[pos] == b'\\' {
-            let next = bytes.get(pos + 1).copied().unwrap_or(b' ');
-            match next {
-                b'u' => {
-                    let ch = raw
-                        .get(pos + 2..pos + 6)
-                        .and_then(|h| u32::from_str_radix(h, 16).ok());
-                    decoded += ch.and_then(char::from_u32).map_or(1, char::len_utf8);
-                    pos += 6;
-                }
-                b'U' => {
-                    let ch = raw
-                        .get(pos + 2..pos + 10)
-                        .and_then(|h| u32::from_str_radix(h, 16).ok());
-                    decoded += ch.and_then(char::from_u32).map_or(1, char::len_utf8);
-                    pos += 10;
-                }
-                b' ' | b'\t' | b'\r' | b'\n' if delim == 3 => {
-                    // Line-ending backslash: the break and following whitespace vanish.
-                    pos += 1;
-                    while pos < raw.len() && bytes[pos].is_ascii_whitespace() {
-                        pos += 1;
-                    }
-                }
-                _ => {
-                    decoded += 1;
-                    pos += 2;
-                }
-            }
-        } else {
-            let len = raw[pos..].chars().next().map_or(1, char::len_utf8);
-            decoded += len;
-            pos += len;
-        }
-    }
-    value.start + pos.min(raw.len())
 }
 
 /// Every rule, compiled, with the databases they need.
@@ -366,16 +218,9 @@ impl Rules {
 
 pub(crate) use rate::check as check_rate_limits;
 
-/// Refuses with `code`, naming the rule that decided: the end of the phases.
-fn refuse<T>(decision: &mut Decision, code: Code, id: Option<Arc<str>>) -> ControlFlow<(), T> {
-    decision.verdict = Verdict::refuse(code);
-    decision.rule_id = id;
-    ControlFlow::Break(())
-}
-
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::common::map_string_offset;
 
     #[test]
     fn string_offsets_through_escapes() {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use http::header::HeaderName;
 
-use super::{RuleIds, RulesSpec, expression, sp};
+use super::common::{Needs, RuleIds, expression, sp};
 use crate::Code;
 use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind};
@@ -67,12 +67,14 @@ pub(super) fn validate(
     file: &PolicyFile,
     d: &mut Diagnostics<'_>,
     ids: &mut RuleIds,
-    spec: &mut RulesSpec,
-) {
+    needs: &mut Needs,
+    has_redis: bool,
+) -> Vec<RateSpec> {
+    let mut rates = Vec::new();
     for r in &file.rate_limit {
         let r = r.get_ref();
         let id = ids.check(d, &r.id);
-        let filter = r.expression.as_ref().and_then(|e| expression(d, e, spec));
+        let filter = r.expression.as_ref().and_then(|e| expression(d, e, needs));
         let mut characteristics = Vec::new();
         match &r.characteristics {
             None => characteristics.push(Characteristic::Ip),
@@ -87,7 +89,7 @@ pub(super) fn validate(
                 for c in cs.get_ref() {
                     match characteristic(c.get_ref()) {
                         Ok(ch) => {
-                            spec.identity_needed |= ch == Characteristic::Agent;
+                            needs.identity_needed |= ch == Characteristic::Agent;
                             characteristics.push(ch);
                         }
                         Err(why) => d.at_with_hint(
@@ -103,7 +105,7 @@ pub(super) fn validate(
                 }
             }
         }
-        let period = crate::policy::duration(d, Some(&r.period), Duration::from_secs(60));
+        let period = crate::units::duration(d, Some(&r.period), Duration::from_secs(60));
         let limit = match u32::try_from(*r.requests_per_period.get_ref()) {
             Ok(n) if n > 0 => n,
             _ => {
@@ -120,7 +122,7 @@ pub(super) fn validate(
             Some(m) if humantime::parse_duration(m.get_ref().trim()).is_ok_and(|d| d.is_zero()) => {
                 Duration::ZERO
             }
-            m => crate::policy::duration(d, m.as_ref(), Duration::ZERO),
+            m => crate::units::duration(d, m.as_ref(), Duration::ZERO),
         };
         let max_keys = match &r.max_keys {
             None => DEFAULT_MAX_KEYS,
@@ -141,7 +143,7 @@ pub(super) fn validate(
             Some(s) => match s.get_ref().trim() {
                 "instance" => false,
                 "fleet" => {
-                    if spec.redis.is_none() {
+                    if !has_redis {
                         d.at_with_hint(
                             ProblemKind::Invalid,
                             sp(s),
@@ -166,7 +168,7 @@ pub(super) fn validate(
             "{id}\u{0}{:?}\u{0}{characteristics:?}\u{0}{period:?}\u{0}{limit}\u{0}{mitigation:?}\u{0}{max_keys}",
             r.expression.as_ref().map(|e| e.get_ref().as_str()),
         );
-        spec.rate.push(RateSpec {
+        rates.push(RateSpec {
             id,
             filter,
             characteristics,
@@ -178,6 +180,7 @@ pub(super) fn validate(
             fingerprint,
         });
     }
+    rates
 }
 
 fn characteristic(s: &str) -> Result<Characteristic, String> {

@@ -1,22 +1,22 @@
 //! `CompiledPolicy`: the policy ready to decide requests, built once per load or reload.
 
-use std::ops::ControlFlow;
 use std::path::Path;
 use std::time::Instant;
 
-use crate::Code;
 use crate::bots::settings::BotsConfig;
 use crate::bots::{self, BotCatalog};
 use crate::decision::{Decision, RequestFacts};
 use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
 use crate::expr::{Cx, ResponseFacts};
 use crate::fleet::RedisConfig;
-use crate::host::{HostName, HostTable, ParsedHost};
+use crate::host::HostTable;
 use crate::identity::{Evidence, Identity, NoEvidence};
 use crate::policy::{self, BrandingConfig, Connections, Listener, Zone, ZoneId};
-use crate::rules::{self, Rules, Trust};
-use crate::trace::{NoTrace, Recorder, Trace, TraceStep, Tracer};
+use crate::rules::{self, Rules};
+use crate::trace::{NoTrace, Recorder, Trace};
 use crate::verdict::Verdict;
+
+mod phases;
 
 /// A loaded policy: listeners, zones, branding and the compiled rules.
 ///
@@ -299,242 +299,6 @@ impl CompiledPolicy {
         }
     }
 
-    /// The policy's phases, in the order they run; the first to refuse decides. An access
-    /// `allow` vouches for the client, skipping the browser check and the custom rules; a custom
-    /// `allow` ends the phases. `docs/policy.md` draws the same list, and [`PHASES`](crate::PHASES) names them.
-    ///
-    /// `t` observes: [`NoTrace`] for the ordinary decision (nothing is built for it), a
-    /// [`Recorder`] for a trace. Every `t.phase` call names one of [`PHASES`](crate::PHASES), in its order.
-    fn phases<T: Tracer>(
-        &self,
-        facts: &RequestFacts<'_>,
-        evidence: &dyn Evidence,
-        now: Instant,
-        d: &mut Decision,
-        t: &mut T,
-    ) -> ControlFlow<()> {
-        let host = ParsedHost::new(facts.host);
-        t.phase(|| {
-            let step = TraceStep::phase(
-                "tls_sni",
-                "over TLS, the Host must name the server the handshake asked for (1013)",
-            );
-            match facts.sni {
-                Some(sni) => step.field("tls.sni", sni).field("host", host.shown),
-                None => TraceStep {
-                    description: "not TLS, or no SNI: nothing to compare".into(),
-                    ..step
-                },
-            }
-        });
-        tls_host_matches_sni(facts.sni, &host, d)?; // 1013
-        t.phase(|| {
-            TraceStep::phase("host_routing", "the zone serving the Host (1003 for an IP no zone lists, 1001 for a name no zone serves)")
-                .field("http.host", host.normalized().into_owned())
-        });
-        let zone = self.route(&host, d, t)?; // 1001, 1003
-        let r = &self.rules;
-        let mut cx = Cx::with_host(
-            facts,
-            host.normalized(),
-            d.client_ip,
-            r.country_db.as_ref(),
-            r.asn_db.as_ref(),
-        );
-        if T::RECORDS {
-            let (country, asn) = t.assumed_geo();
-            cx.assume_geo(country, asn);
-        }
-        self.identify(&mut cx, evidence, d, t);
-        t.phase(|| r.access.phase_step(&cx));
-        let trust = r.access.check(&cx, d, t)?; // 1006, 1005, 1009
-        match (trust, &r.browser) {
-            (Trust::Unknown, Some(browser)) => {
-                t.phase(|| {
-                    TraceStep::phase(
-                        "browser_check",
-                        "an empty or listed User-Agent is refused (1010)",
-                    )
-                });
-                browser.check(&cx, d, t)?; // 1010
-            }
-            (Trust::Allowed, Some(_)) => t.phase(|| {
-                TraceStep::phase(
-                    "browser_check",
-                    "skipped: an access allow rule vouched for the client",
-                )
-            }),
-            (_, None) => t.phase(|| TraceStep::phase("browser_check", "not configured")),
-        }
-        match &r.hotlink {
-            Some(hotlink) => {
-                t.phase(|| {
-                    TraceStep::phase(
-                        "hotlink",
-                        "a listed file type requested from a foreign page is refused (1011)",
-                    )
-                });
-                hotlink.check(&cx, r.zone_hosts.get(zone), d, t)?; // 1011
-            }
-            None => t.phase(|| TraceStep::phase("hotlink", "not configured")),
-        }
-        t.phase(|| TraceStep::phase("legal_rules", "any match refuses (1026)"));
-        r.legal.check(&cx, d, t)?; // 1026
-        if trust == Trust::Unknown {
-            t.phase(|| TraceStep::phase("custom_rules", "the first match in file order: block refuses (1020), allow ends the phases, log notes and goes on"));
-            r.custom.check(&cx, d, t)?; // 1020
-        } else {
-            t.phase(|| {
-                TraceStep::phase(
-                    "custom_rules",
-                    "skipped: an access allow rule vouched for the client",
-                )
-            });
-        }
-        if trust == Trust::Unknown {
-            self.crawl_control(zone, facts, &cx, d, t)?; // 1020, 402, 400, 403
-        } else {
-            t.phase(|| {
-                TraceStep::phase(
-                    "crawl_control",
-                    "skipped: an access allow rule vouched for the client",
-                )
-            });
-        }
-        t.phase(|| TraceStep::phase("rate_limits", "every rule whose expression matches counts the request under its key; the first over its limit refuses (1015)"));
-        rules::check_rate_limits(&r.rate, &cx, now, d, t) // 1015
-    }
-
-    /// Identification: who is asking, worked out once for every later phase and for the edge.
-    fn identify<T: Tracer>(
-        &self,
-        cx: &mut Cx<'_>,
-        evidence: &dyn Evidence,
-        d: &mut Decision,
-        t: &mut T,
-    ) {
-        let Some(identification) = &self.identification else {
-            t.phase(|| TraceStep::phase("identify", "not configured: no rule asks who is asking"));
-            return;
-        };
-        let user_agent = cx.header(http::header::USER_AGENT);
-        let identity = crate::identity::identify(
-            &identification.catalog,
-            user_agent.as_bytes(),
-            cx.client_ip,
-            evidence,
-        );
-        drop(user_agent);
-        t.phase(|| {
-            let step = TraceStep::phase(
-                "identify",
-                "the Web Bot Auth signature, and the known bot the request is or claims to be, verified",
-            )
-            .field("signpost.bot.signature", identity.signature.outcome.as_str())
-            .field(
-                "signpost.bot.claimed",
-                identity.bot.as_ref().map_or("", |b| &*b.name),
-            )
-            .field("bot status", identity.status.as_str());
-            match identity.signature.reason {
-                "" => step,
-                reason => step.field("signature reason", reason),
-            }
-        });
-        d.identity = identity.clone();
-        cx.identity = identity;
-    }
-
-    /// Crawl control: the zone's action for the known crawler the request is or claims to be
-    /// (allow, block, or charge with pay per crawl's exchange). After the custom rules, so that
-    /// the operator's own `allow` or `block` for a request comes first; before the rate limits,
-    /// so that a crawler's refused requests cost the origin's budget nothing.
-    fn crawl_control<T: Tracer>(
-        &self,
-        zone: usize,
-        facts: &RequestFacts<'_>,
-        cx: &Cx<'_>,
-        d: &mut Decision,
-        t: &mut T,
-    ) -> ControlFlow<()> {
-        let Some(config) = &self.zones[zone].crawl else {
-            t.phase(|| TraceStep::phase("crawl_control", "not configured"));
-            return ControlFlow::Continue(());
-        };
-        let path = facts.uri.split('?').next().unwrap_or("");
-        let exact = crate::crawl::payment_header(facts.headers, "crawler-exact-price");
-        let max = crate::crawl::payment_header(facts.headers, "crawler-max-price");
-        let headers = crate::crawl::PaymentHeaders {
-            exact: exact.as_deref(),
-            max: max.as_deref(),
-        };
-        let step = crate::crawl::control(config, &cx.identity, path, headers);
-        t.phase(|| {
-            TraceStep::phase(
-                "crawl_control",
-                "the zone's action for a known crawler: allow, block (402 or 403), or charge (pay per crawl)",
-            )
-        });
-        t.rule(|| match &step {
-            None => TraceStep::rule(
-                "crawl_control",
-                false,
-                "not a known crawler, or a path crawl control never refuses",
-            ),
-            Some(step) => {
-                let refused = matches!(step.outcome, crate::crawl::CrawlOutcome::Refused(_));
-                TraceStep::rule("crawl_control", refused, step.outcome.as_str())
-                    .action(step.action.as_str())
-                    .param("crawler", &*step.crawler.name)
-                    .param("impostor", if step.impostor { "true" } else { "false" })
-            }
-        });
-        let Some(step) = step else {
-            return ControlFlow::Continue(());
-        };
-        let refused = match &step.outcome {
-            crate::crawl::CrawlOutcome::Refused(refusal) => Some(refusal.code()),
-            _ => None,
-        };
-        d.crawl = Some(Box::new(step));
-        match refused {
-            Some(code) => {
-                d.verdict = Verdict::refuse(code);
-                ControlFlow::Break(())
-            }
-            None => ControlFlow::Continue(()),
-        }
-    }
-
-    /// Host routing: the zone serving the Host; 1003 for an IP literal no zone lists, 1001 for
-    /// a name no zone serves.
-    fn route<T: Tracer>(
-        &self,
-        host: &ParsedHost<'_>,
-        d: &mut Decision,
-        t: &mut T,
-    ) -> ControlFlow<(), usize> {
-        let zone = self.hosts.lookup_name(host.name);
-        d.zone = zone.map(ZoneId);
-        t.rule(|| match zone.and_then(|z| self.zones.get(z)) {
-            Some(z) => TraceStep::rule(&z.name, true, "this zone serves the host")
-                .action("route")
-                .param("zone", &z.name)
-                .param("origin", z.origin.to_string()),
-            None => TraceStep::rule("host_routing", false, "no zone serves this host"),
-        });
-        match zone {
-            Some(zone) => ControlFlow::Continue(zone),
-            None => {
-                d.verdict = match host.name {
-                    HostName::Ip(_) => Verdict::refuse(Code::DIRECT_IP_ACCESS),
-                    HostName::Name(_) => Verdict::refuse(Code::DNS_RESOLUTION_ERROR),
-                };
-                ControlFlow::Break(())
-            }
-        }
-    }
-
     /// Whether the policy has a country database and an ASN database (`[geo]`).
     pub fn geo_databases(&self) -> (bool, bool) {
         (self.rules.country_db.is_some(), self.rules.asn_db.is_some())
@@ -610,30 +374,10 @@ impl CompiledPolicy {
     }
 }
 
-/// Over TLS, the Host must name the server the handshake asked for (1013): a request routed by
-/// one name under a certificate chosen for another is refused. Case, a port and a trailing dot
-/// do not matter.
-fn tls_host_matches_sni(
-    sni: Option<&str>,
-    host: &ParsedHost<'_>,
-    d: &mut Decision,
-) -> ControlFlow<()> {
-    let Some(sni) = sni else {
-        return ControlFlow::Continue(());
-    };
-    let host = host.shown.strip_suffix('.').unwrap_or(host.shown);
-    let sni = sni.strip_suffix('.').unwrap_or(sni);
-    if host.eq_ignore_ascii_case(sni) {
-        ControlFlow::Continue(())
-    } else {
-        d.verdict = Verdict::refuse(Code::TLS_HOST_MISMATCH);
-        ControlFlow::Break(())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Code;
 
     const POLICY: &str = r#"
         [[zone]]
