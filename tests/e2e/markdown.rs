@@ -10,8 +10,8 @@ use std::time::{Duration, Instant};
 use pulldown_cmark::{CodeBlockKind, Event, Options, Parser, Tag, TagEnd};
 
 use crate::support::{
-    Edge, client, frontmatter, header_lines, metric, policy, python_json, pyyaml_required, repo_root,
-    required,
+    Edge, client, frontmatter, header_lines, metric, policy, python_json, pyyaml_required,
+    repo_root, required,
 };
 
 /// One page the origin serves: status, headers, body bytes.
