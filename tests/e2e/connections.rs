@@ -183,7 +183,23 @@ fn bodies_over_the_zone_limit_are_413() {
     let req = format!("POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 1024\r\n\r\n{body}");
     let resp = raw_exchange(&mut s, req.as_bytes());
     assert_eq!(resp.status, 200);
-    let _ = origin;
+    // One byte over, declared (not forwarded) and chunked: 413.
+    let forwarded = origin.received();
+    let mut s = connect(&edge);
+    let req = format!("POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 1025\r\n{JSON}\r\n");
+    assert_json_problem(&raw_exchange(&mut s, req.as_bytes()), 413);
+    assert_eq!(
+        origin.received(),
+        forwarded,
+        "a declared body over the limit is not forwarded"
+    );
+    let mut s = connect(&edge);
+    let body = "w".repeat(1024);
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n{JSON}\r\n\
+         400\r\n{body}\r\n1\r\nw\r\n0\r\n\r\n"
+    );
+    assert_json_problem(&raw_exchange(&mut s, req.as_bytes()), 413);
 }
 
 /// Waits for the edge to close `s`, idle since its last answer under `idle_timeout = "2s"`, and
@@ -1012,4 +1028,122 @@ fn no_bytes_cross_between_clients_through_the_origin_pool() {
     );
     assert_eq!(seen.iter().filter(|p| *p == "/upload").count(), 5);
     assert_eq!(seen.len(), 5 + 5 * 8 * 3);
+}
+
+/// The origin's echo of a request the edge proxied, read to the close its `Connection: close`
+/// asks for (the echo of a large request comes chunked).
+fn proxied_echo(edge: &Edge, request: &[u8]) -> Value {
+    let mut s = connect(edge);
+    s.write_all(request).unwrap();
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(30));
+    assert!(closed, "{}", String::from_utf8_lossy(&bytes));
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Response::new(&mut headers);
+    let Ok(httparse::Status::Complete(head_len)) = parsed.parse(&bytes) else {
+        panic!("no whole response: {}", String::from_utf8_lossy(&bytes));
+    };
+    let mut body = bytes[head_len..].to_vec();
+    assert_eq!(parsed.code, Some(200), "{}", String::from_utf8_lossy(&body));
+    let chunked = parsed.headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("transfer-encoding") && h.value.eq_ignore_ascii_case(b"chunked")
+    });
+    if chunked {
+        let mut rest = &body[..];
+        let mut out = Vec::new();
+        loop {
+            let line_end = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).unwrap().trim(), 16)
+                    .unwrap();
+            rest = &rest[line_end + 2..];
+            if size == 0 {
+                break;
+            }
+            out.extend_from_slice(&rest[..size]);
+            rest = &rest[size + 2..];
+        }
+        body = out;
+    }
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// The limits on a request head that docs/policy.md documents ("Requests the edge does not
+/// accept"), each exactly at the limit (proxied, whole) and one byte or one line over (refused
+/// with its code, never forwarded): the request target 16 KiB (414), the header section 32 KiB
+/// counted as its lines (`name: value` and CRLF; 431), and 256 header lines (431).
+#[test]
+fn head_limits_hold_exactly_at_their_boundaries() {
+    const TARGET: usize = 16 * 1024;
+    const SECTION: usize = 32 * 1024;
+    const LINES: usize = 256;
+    let (origin, edge) = echo_edge("conn-boundaries", "", "", &[]);
+    // Three header lines in every request below.
+    let fixed = format!("Host: example.com\r\nConnection: close\r\n{JSON}");
+
+    // The target, path and query: exactly 16 KiB is proxied, one byte more is 414.
+    let target = |len: usize| format!("/?q={}", "t".repeat(len - 4));
+    let at = target(TARGET);
+    assert_eq!(at.len(), TARGET);
+    let echo = proxied_echo(
+        &edge,
+        format!("GET {at} HTTP/1.1\r\n{fixed}\r\n").as_bytes(),
+    );
+    assert_eq!(
+        echo["path"],
+        at.as_str(),
+        "the whole target reached the origin"
+    );
+    assert_eq!(origin.received(), 1);
+    let over = target(TARGET + 1);
+    let resp = raw_exchange(
+        &mut connect(&edge),
+        format!("GET {over} HTTP/1.1\r\n{fixed}\r\n").as_bytes(),
+    );
+    assert_eq!(
+        assert_json_problem(&resp, 414)["error_name"],
+        "uri_too_long"
+    );
+    assert_eq!(origin.received(), 1, "the 414 was not forwarded");
+
+    // The header section: lines of exactly 32 KiB in all are proxied, one byte more is 431.
+    let filled = |section: usize| {
+        let value = "f".repeat(section - fixed.len() - "X-Fill: \r\n".len());
+        let lines = format!("{fixed}X-Fill: {value}\r\n");
+        assert_eq!(lines.len(), section);
+        (lines, value)
+    };
+    let (lines, value) = filled(SECTION);
+    let echo = proxied_echo(
+        &edge,
+        format!("GET /section HTTP/1.1\r\n{lines}\r\n").as_bytes(),
+    );
+    assert_eq!(echo["headers"]["x-fill"], value.as_str());
+    assert_eq!(origin.received(), 2);
+    let (lines, _) = filled(SECTION + 1);
+    let resp = raw_exchange(
+        &mut connect(&edge),
+        format!("GET /section HTTP/1.1\r\n{lines}\r\n").as_bytes(),
+    );
+    assert_eq!(
+        assert_json_problem(&resp, 431)["error_name"],
+        "request_header_fields_too_large"
+    );
+    assert_eq!(origin.received(), 2, "the 431 was not forwarded");
+
+    // The header lines: exactly 256 are proxied, one more is 431 and the connection closes.
+    let numbered = |count: usize| -> String {
+        let extra: String = (0..count - 3).map(|i| format!("X-N{i}: v\r\n")).collect();
+        format!("GET /lines HTTP/1.1\r\n{fixed}{extra}\r\n")
+    };
+    let echo = proxied_echo(&edge, numbered(LINES).as_bytes());
+    let last = format!("x-n{}", LINES - 4);
+    assert_eq!(echo["headers"][last.as_str()], "v", "the last line arrived");
+    assert_eq!(origin.received(), 3);
+    let resp = refused_exchange(&edge, numbered(LINES + 1).as_bytes());
+    assert_eq!(
+        assert_json_problem(&resp, 431)["error_name"],
+        "request_header_fields_too_large"
+    );
+    assert_eq!(resp.header("connection"), Some("close"));
+    assert_eq!(origin.received(), 3, "the 431 was not forwarded");
 }
