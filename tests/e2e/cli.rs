@@ -71,15 +71,58 @@ fn render_prints_the_exact_response() {
     assert_eq!(meta["ray_id"].as_str(), get("cf-ray"));
 }
 
+/// `signpost codes` prints one row for each code of the catalog the binary is built with
+/// (`signpost_problem::catalog()`), in order, each with the entry's status, category, retry,
+/// owner action, error name and title, and nothing else.
 #[test]
 fn codes_lists_the_whole_catalog() {
     let (code, stdout, _) = signpost(&["codes"]);
     assert_eq!(code, 0);
-    for expected in ["1001", "1015", "1020", "1016", "520", "526"] {
-        assert!(
-            stdout.lines().any(|l| l.starts_with(expected)),
-            "{expected} missing from:\n{stdout}"
+    let mut lines = stdout.lines();
+    let header: Vec<&str> = lines.next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "code",
+            "status",
+            "category",
+            "retry",
+            "owner",
+            "error_name",
+            "title"
+        ]
+    );
+    let rows: Vec<&str> = lines.collect();
+    let catalog = signpost_problem::catalog();
+    assert!(catalog.len() >= 60, "{} codes", catalog.len());
+    assert_eq!(rows.len(), catalog.len(), "{stdout}");
+    for (row, entry) in rows.iter().zip(catalog) {
+        // Six one-word columns, then the title, which has spaces.
+        let mut rest = *row;
+        let mut columns = Vec::new();
+        for _ in 0..6 {
+            rest = rest.trim_start();
+            let end = rest.find(' ').unwrap_or(rest.len());
+            columns.push(&rest[..end]);
+            rest = &rest[end..];
+        }
+        let retry = entry
+            .retry_after
+            .map_or_else(|| "no".to_string(), |s| format!("{s}s"));
+        let yes_no = |b: bool| if b { "yes" } else { "no" };
+        assert_eq!(
+            columns,
+            [
+                entry.code.get().to_string().as_str(),
+                entry.status.to_string().as_str(),
+                entry.error_category.as_str(),
+                retry.as_str(),
+                yes_no(entry.owner_action_required),
+                entry.error_name.as_str(),
+            ],
+            "{row}"
         );
+        assert_eq!(rest.trim(), entry.title, "{row}");
     }
 }
 

@@ -183,21 +183,39 @@ fn bodies_over_the_zone_limit_are_413() {
     let req = format!("POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 1024\r\n\r\n{body}");
     let resp = raw_exchange(&mut s, req.as_bytes());
     assert_eq!(resp.status, 200);
-    let _ = origin;
+    // One byte over, declared (not forwarded) and chunked: 413.
+    let forwarded = origin.received();
+    let mut s = connect(&edge);
+    let req = format!("POST / HTTP/1.1\r\nHost: example.com\r\nContent-Length: 1025\r\n{JSON}\r\n");
+    assert_json_problem(&raw_exchange(&mut s, req.as_bytes()), 413);
+    assert_eq!(
+        origin.received(),
+        forwarded,
+        "a declared body over the limit is not forwarded"
+    );
+    let mut s = connect(&edge);
+    let body = "w".repeat(1024);
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: example.com\r\nTransfer-Encoding: chunked\r\n{JSON}\r\n\
+         400\r\n{body}\r\n1\r\nw\r\n0\r\n\r\n"
+    );
+    assert_json_problem(&raw_exchange(&mut s, req.as_bytes()), 413);
 }
 
 /// Waits for the edge to close `s`, idle since its last answer under `idle_timeout = "2s"`, and
-/// checks that it closed silently, 2 s (+1 s) after that answer.
-fn assert_closed_idle_after_two_seconds(s: &mut TcpStream) {
-    let idle_from = Instant::now();
-    let (rest, closed) = read_to_close(s, Duration::from_secs(10));
-    let held = idle_from.elapsed();
+/// checks that it closed silently, not before the 2 s: `asked` is taken before the last request
+/// was sent, so a slow test machine can only make the wait it measures longer. The wait for
+/// the close is 30 s, half the 60 s default, so a close at all shows the policy's value applied
+/// (the callers check the cause in the metrics).
+fn assert_closed_idle_after_two_seconds(s: &mut TcpStream, asked: Instant) {
+    let (rest, closed) = read_to_close(s, Duration::from_secs(30));
+    let held = asked.elapsed();
     eprintln!("idle keep-alive connection (idle_timeout 2s) closed after {held:?}");
-    assert!(closed, "an idle connection was still open after 10 s");
+    assert!(closed, "an idle connection was still open after 30 s");
     assert!(rest.is_empty(), "nothing is sent on an idle close");
     assert!(
-        held >= Duration::from_millis(1500) && held <= Duration::from_secs(3),
-        "closed {held:?} after the last answer, want 2 s (+1 s)"
+        held >= Duration::from_millis(1500),
+        "closed {held:?} after the last request, before the 2 s idle timeout"
     );
 }
 
@@ -205,9 +223,10 @@ fn assert_closed_idle_after_two_seconds(s: &mut TcpStream) {
 fn an_idle_keepalive_connection_is_closed_within_its_timeout() {
     let (_origin, edge) = echo_edge("conn-idle", "[connections]\nidle_timeout = \"2s\"", "", &[]);
     let mut s = connect(&edge);
+    let asked = Instant::now();
     let resp = raw_exchange(&mut s, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
     assert_eq!(resp.status, 200);
-    assert_closed_idle_after_two_seconds(&mut s);
+    assert_closed_idle_after_two_seconds(&mut s, asked);
     // Counted once, as an idle close and not as a header timeout.
     assert_eq!(counter(&edge, "idle_timeout"), 1);
     assert_eq!(counter(&edge, "header_timeout"), 0);
@@ -226,14 +245,16 @@ fn a_connection_in_use_is_not_cut_by_the_idle_timer_of_an_earlier_wait() {
     let mut s = connect(&edge);
     // Four requests 1.5 s apart: each wait is shorter than the idle timeout, and the second and
     // third each outlive the timer armed for the wait before.
+    let mut asked = Instant::now();
     for i in 0..4 {
         if i > 0 {
             std::thread::sleep(Duration::from_millis(1500));
         }
+        asked = Instant::now();
         let resp = raw_exchange(&mut s, b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
         assert_eq!(resp.status, 200, "request {i} on a connection in use");
     }
-    assert_closed_idle_after_two_seconds(&mut s);
+    assert_closed_idle_after_two_seconds(&mut s, asked);
     assert_eq!(counter(&edge, "idle_timeout"), 1);
 }
 
@@ -462,8 +483,11 @@ fn a_trickled_header_is_cut_at_the_header_deadline() {
         "",
         &[],
     );
-    let mut s = connect(&edge);
+    // Taken before the connection opens, so a slow machine can only make the wait measured
+    // longer; the close is awaited for 8 s, under the 10 s default, so a close at all shows
+    // the policy's 2 s applied.
     let started = Instant::now();
+    let mut s = connect(&edge);
     let mut writer = s.try_clone().unwrap();
     let trickler = std::thread::spawn(move || {
         // The Accept line arrives whole in under a second, then a header that never ends.
@@ -475,14 +499,14 @@ fn a_trickled_header_is_cut_at_the_header_deadline() {
             std::thread::sleep(Duration::from_millis(20));
         }
     });
-    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(15));
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(8));
     let held = started.elapsed();
     let _ = trickler.join();
     eprintln!("trickled header (header_timeout 2s) cut after {held:?}");
-    assert!(closed, "a trickled header was still held after 15 s");
+    assert!(closed, "a trickled header was still held after 8 s");
     assert!(
-        held >= Duration::from_millis(1800) && held <= Duration::from_secs(3),
-        "cut after {held:?}, want 2 s (+1 s)"
+        held >= Duration::from_millis(1800),
+        "cut after {held:?}, before the 2 s header deadline"
     );
     let text = String::from_utf8_lossy(&bytes);
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
@@ -491,15 +515,16 @@ fn a_trickled_header_is_cut_at_the_header_deadline() {
         "an Accept line had arrived: {text}"
     );
     // A connection that sends nothing at all is closed at the deadline, silently.
-    let mut idle = connect(&edge);
     let started = Instant::now();
-    let (bytes, closed) = read_to_close(&mut idle, Duration::from_secs(15));
+    let mut idle = connect(&edge);
+    let (bytes, closed) = read_to_close(&mut idle, Duration::from_secs(8));
     assert!(closed && bytes.is_empty(), "{bytes:?}");
     assert!(
-        started.elapsed() <= Duration::from_secs(3),
-        "{:?}",
+        started.elapsed() >= Duration::from_millis(1800),
+        "closed after {:?}, before the 2 s header deadline",
         started.elapsed()
     );
+    assert_eq!(counter(&edge, "header_timeout"), 2);
     assert_eq!(origin.received(), 0);
 }
 
@@ -510,9 +535,9 @@ fn open_descriptors(pid: u32) -> usize {
         .unwrap_or(0)
 }
 
-/// Waits (up to 10 s) until the edge's gauge `name` reads `want`.
+/// Waits (up to 30 s) until the edge's gauge `name` reads `want`.
 fn wait_for_gauge(edge: &Edge, name: &str, want: i64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
+    let deadline = Instant::now() + Duration::from_secs(30);
     let prefix = format!("{name} ");
     loop {
         let metrics = reqwest::blocking::get(format!("http://{}/metrics", edge.admin))
@@ -558,7 +583,7 @@ fn one_client_cannot_hold_more_than_its_connections() {
     wait_for_gauge(&edge, "signpost_client_connections", 5);
     let mut sixth = connect(&edge);
     let _ = sixth.write_all(b"GET / HTTP/1.1\r\nHost: example.com\r\n\r\n");
-    let (bytes, closed) = read_to_close(&mut sixth, Duration::from_secs(5));
+    let (bytes, closed) = read_to_close(&mut sixth, Duration::from_secs(30));
     assert!(
         closed && bytes.is_empty(),
         "the sixth connection was served: closed {closed}, {:?}",
@@ -595,7 +620,7 @@ fn a_thousand_slow_clients_do_not_hold_the_edge() {
     );
     let (origin, edge) = echo_edge(
         "conn-slowloris",
-        "[connections]\nheader_timeout = \"6s\"\nmax_per_client = 5000",
+        "[connections]\nheader_timeout = \"12s\"\nmax_per_client = 5000",
         "",
         &[],
     );
@@ -623,15 +648,21 @@ fn a_thousand_slow_clients_do_not_hold_the_edge() {
     });
     std::thread::sleep(Duration::from_millis(500));
     let held = open_descriptors(edge.pid());
-    // Normal requests meanwhile, each on a new connection.
+    // Normal requests meanwhile, each on a new connection: all served while every slow client
+    // is still held (none was cut yet), whatever the time they take on a loaded machine.
     let mut latencies = Vec::new();
-    while opened.elapsed() < Duration::from_secs(4) {
+    for _ in 0..100 {
         let started = Instant::now();
         let mut s = connect(&edge);
         let resp = raw_exchange(&mut s, b"GET /ok HTTP/1.1\r\nHost: example.com\r\n\r\n");
         assert_eq!(resp.status, 200);
         latencies.push(started.elapsed());
     }
+    assert_eq!(
+        counter(&edge, "header_timeout"),
+        0,
+        "the normal requests were served while the slow clients were held"
+    );
     latencies.sort();
     let p99 = latencies[(latencies.len() * 99).div_ceil(100) - 1];
     let p50 = latencies[latencies.len() / 2];
@@ -640,11 +671,12 @@ fn a_thousand_slow_clients_do_not_hold_the_edge() {
          edge descriptors {baseline} before, {held} while held",
         latencies.len()
     );
-    assert!(p99 < Duration::from_secs(1), "p99 {p99:?} under slowloris");
-    // At the header deadline every slow client is cut (408), and its descriptor freed.
+    // At the header deadline every slow client is cut (408), and its descriptor freed. They
+    // keep sending, so only the deadline ends them; each is awaited up to 60 s after they
+    // opened.
     let mut cut = 0;
     for s in &mut slow {
-        let left = Duration::from_secs(10).saturating_sub(opened.elapsed());
+        let left = Duration::from_secs(60).saturating_sub(opened.elapsed());
         let (bytes, closed) = read_to_close(s, left.max(Duration::from_millis(100)));
         if closed && bytes.starts_with(b"HTTP/1.1 408") {
             cut += 1;
@@ -654,16 +686,19 @@ fn a_thousand_slow_clients_do_not_hold_the_edge() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = trickler.join();
     assert_eq!(cut, SLOW, "slow clients still held after {cut_after:?}");
-    assert!(
-        cut_after < Duration::from_secs(8),
-        "cut after {cut_after:?}"
-    );
-    drop(slow);
-    std::thread::sleep(Duration::from_millis(300));
-    let after = open_descriptors(edge.pid());
-    eprintln!("slowloris: all cut after {cut_after:?}; edge descriptors {after} after");
-    assert!(after < baseline + 50, "{after} descriptors still open");
     assert!(counter(&edge, "header_timeout") >= SLOW as u64);
+    drop(slow);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut after = open_descriptors(edge.pid());
+    while after >= baseline + 50 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+        after = open_descriptors(edge.pid());
+    }
+    eprintln!("slowloris: all cut after {cut_after:?}; edge descriptors {after} after");
+    assert!(
+        after < baseline + 50,
+        "{after} descriptors still open after 30 s"
+    );
     assert!(origin.received() >= latencies.len());
 }
 
@@ -692,9 +727,12 @@ fn a_trickled_or_stalled_body_is_408() {
         "",
         &[],
     );
-    // Trickled: a byte every 200 ms is progress, but far below 1 KiB/s.
-    let mut s = connect(&edge);
+    // Trickled: a byte every 200 ms is progress, but far below 1 KiB/s; it goes on until the
+    // edge cuts it, so only the rate can end it. The close is awaited for 25 s, under the 30 s
+    // default grace, so a close at all shows the policy's 2 s applied; `started` is taken
+    // before the request is sent, so a slow machine can only make the wait measured longer.
     let started = Instant::now();
+    let mut s = connect(&edge);
     let mut writer = s.try_clone().unwrap();
     let trickler = std::thread::spawn(move || {
         let head = format!(
@@ -703,39 +741,44 @@ fn a_trickled_or_stalled_body_is_408() {
         if writer.write_all(head.as_bytes()).is_err() {
             return;
         }
-        for _ in 0..100 {
+        for _ in 0..300 {
             std::thread::sleep(Duration::from_millis(200));
             if writer.write_all(b"x").is_err() {
                 return;
             }
         }
     });
-    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(15));
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(25));
     let held = started.elapsed();
+    drop(s);
     let _ = trickler.join();
     let text = String::from_utf8_lossy(&bytes);
     eprintln!("trickled body (body_timeout 2s, body_min_rate 1KiB/s) cut after {held:?}");
-    assert!(closed, "a trickled body was still held after 15 s");
+    assert!(closed, "a trickled body was still held after 25 s");
     assert!(text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(text.contains("\"error_code\":408"), "{text}");
-    assert!(held < Duration::from_secs(4), "cut after {held:?}");
+    assert!(
+        held >= Duration::from_secs(2),
+        "cut after {held:?}, within the 2 s grace"
+    );
+    assert_eq!(counter(&edge, "body_timeout"), 1);
     // Stalled: part of the body, then nothing.
-    let mut s = connect(&edge);
     let started = Instant::now();
+    let mut s = connect(&edge);
     s.write_all(
         format!("POST /up HTTP/1.1\r\nHost: example.com\r\nContent-Length: 10\r\n{JSON}\r\nabc")
             .as_bytes(),
     )
     .unwrap();
-    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(15));
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(25));
     let text = String::from_utf8_lossy(&bytes);
     assert!(closed && text.starts_with("HTTP/1.1 408"), "{text}");
     assert!(
-        started.elapsed() < Duration::from_secs(4),
-        "{:?}",
+        started.elapsed() >= Duration::from_secs(2),
+        "cut after {:?}, before the 2 s body timeout",
         started.elapsed()
     );
-    assert!(counter(&edge, "body_timeout") >= 1);
+    assert_eq!(counter(&edge, "body_timeout"), 2);
 }
 
 #[test]
@@ -1012,4 +1055,122 @@ fn no_bytes_cross_between_clients_through_the_origin_pool() {
     );
     assert_eq!(seen.iter().filter(|p| *p == "/upload").count(), 5);
     assert_eq!(seen.len(), 5 + 5 * 8 * 3);
+}
+
+/// The origin's echo of a request the edge proxied, read to the close its `Connection: close`
+/// asks for (the echo of a large request comes chunked).
+fn proxied_echo(edge: &Edge, request: &[u8]) -> Value {
+    let mut s = connect(edge);
+    s.write_all(request).unwrap();
+    let (bytes, closed) = read_to_close(&mut s, Duration::from_secs(30));
+    assert!(closed, "{}", String::from_utf8_lossy(&bytes));
+    let mut headers = [httparse::EMPTY_HEADER; 64];
+    let mut parsed = httparse::Response::new(&mut headers);
+    let Ok(httparse::Status::Complete(head_len)) = parsed.parse(&bytes) else {
+        panic!("no whole response: {}", String::from_utf8_lossy(&bytes));
+    };
+    let mut body = bytes[head_len..].to_vec();
+    assert_eq!(parsed.code, Some(200), "{}", String::from_utf8_lossy(&body));
+    let chunked = parsed.headers.iter().any(|h| {
+        h.name.eq_ignore_ascii_case("transfer-encoding") && h.value.eq_ignore_ascii_case(b"chunked")
+    });
+    if chunked {
+        let mut rest = &body[..];
+        let mut out = Vec::new();
+        loop {
+            let line_end = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&rest[..line_end]).unwrap().trim(), 16)
+                    .unwrap();
+            rest = &rest[line_end + 2..];
+            if size == 0 {
+                break;
+            }
+            out.extend_from_slice(&rest[..size]);
+            rest = &rest[size + 2..];
+        }
+        body = out;
+    }
+    serde_json::from_slice(&body).unwrap()
+}
+
+/// The limits on a request head that docs/policy.md documents ("Requests the edge does not
+/// accept"), each exactly at the limit (proxied, whole) and one byte or one line over (refused
+/// with its code, never forwarded): the request target 16 KiB (414), the header section 32 KiB
+/// counted as its lines (`name: value` and CRLF; 431), and 256 header lines (431).
+#[test]
+fn head_limits_hold_exactly_at_their_boundaries() {
+    const TARGET: usize = 16 * 1024;
+    const SECTION: usize = 32 * 1024;
+    const LINES: usize = 256;
+    let (origin, edge) = echo_edge("conn-boundaries", "", "", &[]);
+    // Three header lines in every request below.
+    let fixed = format!("Host: example.com\r\nConnection: close\r\n{JSON}");
+
+    // The target, path and query: exactly 16 KiB is proxied, one byte more is 414.
+    let target = |len: usize| format!("/?q={}", "t".repeat(len - 4));
+    let at = target(TARGET);
+    assert_eq!(at.len(), TARGET);
+    let echo = proxied_echo(
+        &edge,
+        format!("GET {at} HTTP/1.1\r\n{fixed}\r\n").as_bytes(),
+    );
+    assert_eq!(
+        echo["path"],
+        at.as_str(),
+        "the whole target reached the origin"
+    );
+    assert_eq!(origin.received(), 1);
+    let over = target(TARGET + 1);
+    let resp = raw_exchange(
+        &mut connect(&edge),
+        format!("GET {over} HTTP/1.1\r\n{fixed}\r\n").as_bytes(),
+    );
+    assert_eq!(
+        assert_json_problem(&resp, 414)["error_name"],
+        "uri_too_long"
+    );
+    assert_eq!(origin.received(), 1, "the 414 was not forwarded");
+
+    // The header section: lines of exactly 32 KiB in all are proxied, one byte more is 431.
+    let filled = |section: usize| {
+        let value = "f".repeat(section - fixed.len() - "X-Fill: \r\n".len());
+        let lines = format!("{fixed}X-Fill: {value}\r\n");
+        assert_eq!(lines.len(), section);
+        (lines, value)
+    };
+    let (lines, value) = filled(SECTION);
+    let echo = proxied_echo(
+        &edge,
+        format!("GET /section HTTP/1.1\r\n{lines}\r\n").as_bytes(),
+    );
+    assert_eq!(echo["headers"]["x-fill"], value.as_str());
+    assert_eq!(origin.received(), 2);
+    let (lines, _) = filled(SECTION + 1);
+    let resp = raw_exchange(
+        &mut connect(&edge),
+        format!("GET /section HTTP/1.1\r\n{lines}\r\n").as_bytes(),
+    );
+    assert_eq!(
+        assert_json_problem(&resp, 431)["error_name"],
+        "request_header_fields_too_large"
+    );
+    assert_eq!(origin.received(), 2, "the 431 was not forwarded");
+
+    // The header lines: exactly 256 are proxied, one more is 431 and the connection closes.
+    let numbered = |count: usize| -> String {
+        let extra: String = (0..count - 3).map(|i| format!("X-N{i}: v\r\n")).collect();
+        format!("GET /lines HTTP/1.1\r\n{fixed}{extra}\r\n")
+    };
+    let echo = proxied_echo(&edge, numbered(LINES).as_bytes());
+    let last = format!("x-n{}", LINES - 4);
+    assert_eq!(echo["headers"][last.as_str()], "v", "the last line arrived");
+    assert_eq!(origin.received(), 3);
+    let resp = refused_exchange(&edge, numbered(LINES + 1).as_bytes());
+    assert_eq!(
+        assert_json_problem(&resp, 431)["error_name"],
+        "request_header_fields_too_large"
+    );
+    assert_eq!(resp.header("connection"), Some("close"));
+    assert_eq!(origin.received(), 3, "the 431 was not forwarded");
 }

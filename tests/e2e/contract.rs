@@ -222,50 +222,167 @@ fn no_accept_and_wildcard_get_html() {
     );
 }
 
+/// Every code of the catalog (`signpost_problem::catalog()`, the list the binary is built with)
+/// answers `/cdn-cgi/error/<code>` in JSON, Markdown and HTML, each read with a real parser
+/// (serde_json, the YAML frontmatter, an HTML parser), with the catalog's facts in each.
 #[test]
 fn every_catalog_code_renders_in_every_format() {
     let (_origin, edge) = edge();
     let http = client(&edge);
-    let codes: Vec<u16> = [
-        1000u16, 1001, 1003, 1005, 1006, 1009, 1010, 1011, 1013, 1015, 1016, 1020, 1026, 1033,
-        1101, 1200, 1205,
-    ]
-    .into_iter()
-    .chain([500, 502, 504, 520, 521, 522, 523, 524, 525, 526])
-    .collect();
-    for code in codes {
-        let json: Value = http
-            .get(edge.url(&format!("/cdn-cgi/error/{code}")))
-            .header("accept", "application/json")
-            .send()
-            .unwrap()
-            .json()
-            .unwrap();
+    let catalog = signpost_problem::catalog();
+    assert!(catalog.len() >= 60, "{} codes", catalog.len());
+    let selector = |s: &str| scraper::Selector::parse(s).unwrap();
+    for entry in catalog {
+        let code = entry.code.get();
+        let path = format!("/cdn-cgi/error/{code}");
+        let ask = |accept: Option<&str>| {
+            let mut request = http.get(edge.url(&path));
+            if let Some(accept) = accept {
+                request = request.header("accept", accept);
+            }
+            let response = request.send().unwrap();
+            assert_eq!(
+                response.status().as_u16(),
+                entry.status,
+                "{code} {accept:?}"
+            );
+            let content_type = response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .to_string();
+            let ray = response.headers()["cf-ray"].to_str().unwrap().to_string();
+            let retry_header = response
+                .headers()
+                .get("retry-after")
+                .map(|v| v.to_str().unwrap().parse::<u32>().unwrap());
+            assert_eq!(retry_header, entry.retry_after, "{code} {accept:?}");
+            (content_type, ray, response.text().unwrap())
+        };
+
+        let (content_type, ray, body) = ask(Some("application/json"));
+        assert_eq!(content_type, "application/json; charset=utf-8", "{code}");
+        let json: serde_json::Map<String, Value> = serde_json::from_str(&body).unwrap();
+        let keys: Vec<&str> = json.keys().map(String::as_str).collect();
+        let expected: Vec<&str> = JSON_MEMBERS
+            .into_iter()
+            .filter(|m| *m != "retry_after" || entry.retry_after.is_some())
+            .collect();
+        assert_eq!(keys, expected, "{code}: members and their order");
         assert_eq!(json["error_code"], code);
-        let md = http
-            .get(edge.url(&format!("/cdn-cgi/error/{code}")))
-            .header("accept", "text/markdown")
-            .send()
-            .unwrap();
-        let status = md.status().as_u16();
+        assert_eq!(json["status"], entry.status, "{code}");
+        assert_eq!(json["title"], entry.wire_title(), "{code}");
+        assert_eq!(json["detail"], entry.detail.as_str(), "{code}");
+        assert_eq!(json["error_name"], entry.error_name.as_str(), "{code}");
         assert_eq!(
-            json["status"], status,
-            "{code}: JSON status equals the HTTP status"
+            json["error_category"],
+            entry.error_category.as_str(),
+            "{code}"
         );
-        let (meta, _) = frontmatter(&md.text().unwrap());
+        assert_eq!(json["retryable"], entry.retryable, "{code}");
+        assert_eq!(
+            json.get("retry_after").and_then(Value::as_u64),
+            entry.retry_after.map(u64::from),
+            "{code}"
+        );
+        assert_eq!(
+            json["owner_action_required"], entry.owner_action_required,
+            "{code}"
+        );
+        assert_eq!(json["cloudflare_error"], true, "{code}");
+        assert_eq!(json["ray_id"], ray.as_str(), "{code}");
+        assert_eq!(json["zone"], "example.com", "{code}");
+        assert_eq!(
+            json["what_you_should_do"],
+            entry.guidance(None).as_str(),
+            "{code}"
+        );
+
+        let (content_type, ray, body) = ask(Some("text/markdown"));
+        assert_eq!(content_type, "text/markdown; charset=utf-8", "{code}");
+        let (meta, prose) = frontmatter(&body);
         assert_eq!(meta["error_code"].as_u64(), Some(u64::from(code)));
+        assert_eq!(meta["status"].as_u64(), Some(u64::from(entry.status)));
         assert_eq!(
-            meta["retryable"].as_bool(),
-            json["retryable"].as_bool(),
-            "{code}: same facts in both formats"
+            meta["error_name"].as_str(),
+            Some(entry.error_name.as_str()),
+            "{code}"
         );
-        let html = http
-            .get(edge.url(&format!("/cdn-cgi/error/{code}")))
-            .send()
-            .unwrap();
-        assert_eq!(html.status().as_u16(), status);
-        assert!(html.text().unwrap().contains(&code.to_string()));
+        assert_eq!(
+            meta["error_category"].as_str(),
+            Some(entry.error_category.as_str()),
+            "{code}"
+        );
+        assert_eq!(meta["retryable"].as_bool(), Some(entry.retryable), "{code}");
+        assert_eq!(
+            meta["retry_after"].as_u64(),
+            entry.retry_after.map(u64::from),
+            "{code}"
+        );
+        assert_eq!(
+            meta["owner_action_required"].as_bool(),
+            Some(entry.owner_action_required),
+            "{code}"
+        );
+        assert_eq!(meta["cloudflare_error"].as_bool(), Some(true), "{code}");
+        assert_eq!(meta["ray_id"].as_str(), Some(ray.as_str()), "{code}");
+        assert_eq!(
+            markdown_headings(&prose),
+            [
+                (1, entry.wire_title().to_string()),
+                (2, "What Happened".to_string()),
+                (2, "What You Should Do".to_string()),
+            ],
+            "{code}: {prose}"
+        );
+
+        let (content_type, ray, body) = ask(None);
+        assert_eq!(content_type, "text/html; charset=utf-8", "{code}");
+        let document = scraper::Html::parse_document(&body);
+        let text_of = |s: &str| -> String {
+            document
+                .select(&selector(s))
+                .next()
+                .unwrap_or_else(|| panic!("{code}: no {s} in {body}"))
+                .text()
+                .collect()
+        };
+        assert_eq!(
+            text_of("title"),
+            format!("{} | example.com", entry.wire_title()),
+            "{code}"
+        );
+        assert_eq!(text_of("main .code"), format!("Error {code}"));
+        assert_eq!(text_of("main h1"), entry.title, "{code}");
+        assert_eq!(text_of("main .ray-id"), ray, "{code}");
+        assert_eq!(text_of("main .zone"), "example.com", "{code}");
+        assert_eq!(
+            text_of("section[aria-labelledby=happened] p"),
+            entry.detail,
+            "{code}"
+        );
     }
+}
+
+/// The headings of a Markdown document, level and text, read with a CommonMark parser.
+fn markdown_headings(md: &str) -> Vec<(u8, String)> {
+    use pulldown_cmark::{Event, Parser, Tag, TagEnd};
+    let mut out = Vec::new();
+    let mut current: Option<(u8, String)> = None;
+    for event in Parser::new(md) {
+        match event {
+            Event::Start(Tag::Heading { level, .. }) => {
+                current = Some((level as u8, String::new()))
+            }
+            Event::Text(t) | Event::Code(t) => {
+                if let Some((_, text)) = current.as_mut() {
+                    text.push_str(&t);
+                }
+            }
+            Event::End(TagEnd::Heading(_)) => out.extend(current.take()),
+            _ => {}
+        }
+    }
+    out
 }
 
 #[test]

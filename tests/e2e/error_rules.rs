@@ -818,6 +818,13 @@ fn a_rule_on_1009_speaks_every_format_with_the_clients_country() {
         html_text(&body, "section[aria-labelledby=happened] p"),
         format!("89.160.20.112 in SE asked example.com (code 1009, ray {ray}).")
     );
+
+    // Plain text, which the rule's `text` answers too.
+    let (status, headers, body) = from_se("text/plain");
+    assert_eq!(status, 403);
+    assert_eq!(headers["content-type"], "text/plain; charset=utf-8");
+    let ray = headers["cf-ray"].to_str().unwrap().to_owned();
+    assert_eq!(body, format!("Not served in SE. Quote ray {ray}.\n"));
 }
 
 #[test]

@@ -239,7 +239,7 @@ fn json_access_log_carries_the_ray_id() {
     let (_origin, edge) = echo_edge("jsonlog", "", "", &["--log-format", "json"]);
     let response = client(&edge).get(edge.url("/logged")).send().unwrap();
     let ray = response.headers()["cf-ray"].to_str().unwrap().to_string();
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let access: Vec<serde_json::Value> = edge
             .log()

@@ -50,8 +50,9 @@ fn an_origin_that_never_answers_is_524() {
     let (status, problem, _) = problem_from(&edge);
     assert_eq!(status, 524);
     assert_eq!(problem["error_name"], "origin_response_timeout");
+    // Under a third of the 100 s default (the client gives up at 30 s): the policy's 1 s.
     assert!(
-        started.elapsed() < std::time::Duration::from_secs(10),
+        started.elapsed() < std::time::Duration::from_secs(30),
         "the policy's read timeout applies"
     );
 }

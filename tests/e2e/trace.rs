@@ -213,10 +213,23 @@ fn trace_of_a_request_that_passes_every_phase() {
     assert!(text.contains("key=\"ip.src=192.0.2.1\""), "{text}");
 }
 
+/// Each step that can refuse a request on its own refuses one in the trace: the head limits,
+/// TLS, host routing, every rule phase and the zone's limits. (The rate limits refuse only a
+/// request over a count, which a one-off trace does not reach: the admin `/trace` test below
+/// traces one; `identify` refuses nothing, and `error_page` answers the test endpoint.)
 #[test]
 fn trace_of_a_request_refused_by_each_phase() {
     let ua = "User-Agent: Mozilla/5.0";
     let policy = example();
+    // Head limits: CONNECT is never tunnelled, and a target over 16 KiB is 414.
+    let t = trace_json(
+        &policy,
+        &["-X", "CONNECT", "--url", "http://example.com/", "-H", ua],
+    );
+    assert_refused(&t, 405, 405, None, "head_limits");
+    let long = format!("http://example.com/{}", "a".repeat(16 * 1024));
+    let t = trace_json(&policy, &["--url", &long, "-H", ua]);
+    assert_refused(&t, 414, 414, None, "head_limits");
     // TLS: the Host is not the server the handshake named.
     let t = trace_json(
         &policy,
@@ -346,6 +359,33 @@ fn trace_of_a_request_refused_by_each_phase() {
         header("content-length"),
         Some(t["response"]["body"].as_str().unwrap().len().to_string())
     );
+
+    // Crawl control: a crawler the zone blocks, with the zone's `block_status`.
+    let t = trace_json(
+        &policy,
+        &[
+            "--url",
+            "http://example.com/",
+            "-H",
+            "User-Agent: Mozilla/5.0 (compatible; Bytespider; spider-feedback@bytedance.com)",
+        ],
+    );
+    assert_refused(&t, 1020, 402, None, "crawl_control");
+    // The zone's limits: a declared body over `max_body_size`.
+    let t = trace_json(
+        &policy,
+        &[
+            "-X",
+            "POST",
+            "--url",
+            "http://example.com/upload",
+            "-H",
+            ua,
+            "-H",
+            "Content-Length: 999999999999",
+        ],
+    );
+    assert_refused(&t, 413, 413, None, "zone_limits");
 
     // Each refusal as text: where evaluation stopped, the deciding rule, the exact status line.
     let refusals: [(&[&str], &str, Option<&str>, &str); 7] = [

@@ -398,6 +398,10 @@ impl ProxyHttp for Edge {
             self.metrics.observe_connection_event(event);
             self.hold_cancelled(ctx, now);
         }
+        // A body that stopped arriving (408) is counted as the too-slow one is (`body_filter`).
+        if e.is_some_and(crate::rescue::is_stalled_body) {
+            self.metrics.observe_connection_event("body_timeout");
+        }
         let duration = now.saturating_duration_since(ctx.started);
         let zone = ctx
             .policy

@@ -140,6 +140,12 @@ pub fn client_event(e: &Error) -> Option<&'static str> {
     })
 }
 
+/// Whether `e` is a request body that stopped arriving for `body_timeout` (the read deadline
+/// the edge sets once the header is read): a `body_timeout` event, like a body too slow.
+pub fn is_stalled_body(e: &Error) -> bool {
+    e.esource() == &ErrorSource::Downstream && *e.etype() == ErrorType::ReadTimedout
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -260,6 +266,8 @@ mod tests {
 
         // Origin timeouts are the origin's, not a cancellation.
         assert_eq!(client_event(&Error::new_up(ErrorType::ReadTimedout)), None);
+        assert!(is_stalled_body(&Error::new_down(ErrorType::ReadTimedout)));
+        assert!(!is_stalled_body(&Error::new_up(ErrorType::ReadTimedout)));
         assert_eq!(
             client_event(&Error::new_down(ErrorType::ReadTimedout)),
             None,

@@ -1,11 +1,13 @@
 //! The memory a conversion allocates at its peak stays within [`working_bytes`], the figure
 //! the edge reserves in its budget before converting, on real pages and on the shapes that cost
-//! the most per byte. Counted by a wrapping allocator (this file is its own test binary).
+//! the most per byte, each with as many elements as the cap admits and each checked to have
+//! converted (a refused page is passed through and proves nothing about the bound). Counted by
+//! a wrapping allocator (this file is its own test binary).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use signpost_markdown::{Limits, convert_html, working_bytes};
+use signpost_markdown::{DEFAULT_MAX_ELEMENTS, Error, Limits, convert_html, working_bytes};
 
 struct Counting;
 
@@ -27,67 +29,77 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-/// The most allocated at once while converting `html`, beyond what was allocated before.
-fn peak_of(html: &str) -> usize {
+/// Held by each test while it converts: the counts are the whole process's, so a conversion
+/// on another test thread would be counted in this one's peak.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The most allocated at once while converting `html`, beyond what was allocated before, and
+/// what the conversion gave.
+fn peak_of(html: &str) -> (usize, Result<String, Error>) {
     let before = LIVE.load(Ordering::Relaxed);
     PEAK.store(before, Ordering::Relaxed);
     let out = convert_html(html, None, &Limits::default());
     let peak = PEAK.load(Ordering::Relaxed) - before;
-    drop(out);
-    peak
+    (peak, out)
 }
 
-#[test]
-fn conversions_stay_within_the_working_memory_reserved() {
-    let n = 200_000;
-    let mut pages: Vec<(&str, String)> = vec![
-        ("paragraphs", "<p>a".repeat(n)),
-        ("list items", format!("<ul>{}</ul>", "<li>a".repeat(n))),
-        ("cells", format!("<table><tr>{}</table>", "<td>a".repeat(n))),
+/// Start tags in `html`, counted as the token filter counts elements.
+fn start_tags(html: &str) -> usize {
+    html.as_bytes()
+        .windows(2)
+        .filter(|pair| pair[0] == b'<' && pair[1].is_ascii_alphabetic())
+        .count()
+}
+
+/// A page of `unit` repeated as often as the element cap admits, between `open` and `close`:
+/// the shape at its costliest, since every element costs the working memory of a tree node.
+fn at_the_element_cap(open: &str, unit: &str, close: &str) -> String {
+    let fixed = start_tags(open) + start_tags(close);
+    let times = (DEFAULT_MAX_ELEMENTS - fixed) / start_tags(unit);
+    format!("{open}{}{close}", unit.repeat(times))
+}
+
+/// One unit more than [`at_the_element_cap`] admits: refused.
+fn over_the_element_cap(open: &str, unit: &str, close: &str) -> String {
+    let fixed = start_tags(open) + start_tags(close);
+    let times = (DEFAULT_MAX_ELEMENTS - fixed) / start_tags(unit) + 1;
+    format!("{open}{}{close}", unit.repeat(times))
+}
+
+/// Code cut at its links (at most one cut per 128 bytes of page): with room for every `<code>`
+/// to be cut (133 bytes each, 11 start tags), and densely (34 bytes each, about one in four
+/// cut). Each cut adds elements after the parse, which the per-tag figure does not count.
+const CUT_EVERY_CODE: &str = "<code> a <a href=x>b</a> c </code><em>a</em> <em>a</em> <em>a</em> <em>a</em> <em>a</em> <em>a</em> <em>a</em> <em>a</em> <em>a</em> ";
+const DENSE_LINKS_IN_CODE: &str = "<code> a <a href=x>b</a> c </code>";
+
+/// The shapes that cost the most per byte, each at the element cap, so that the per-tag figure
+/// is tested where it is largest; the links in code spans (the costliest, since their cuts add
+/// elements) also one unit over it, where they are refused.
+fn shapes() -> Vec<(&'static str, String)> {
+    let cap = at_the_element_cap;
+    vec![
+        ("paragraphs", cap("", "<p>a", "")),
+        ("list items", cap("<ul>", "<li>a", "</ul>")),
+        ("cells", cap("<table><tr>", "<td>a", "</table>")),
         (
             "quoted paragraphs",
-            format!("{}{}", "<blockquote>".repeat(100), "<p>a</p>".repeat(n)),
+            cap(&"<blockquote>".repeat(100), "<p>a</p>", ""),
         ),
         (
             "nested lists",
-            format!(
-                "{}{}",
-                "<ul><li>".repeat(16),
-                "<li>xxxxxxxxxxxxxxxxxxxx".repeat(n)
-            ),
+            cap(&"<ul><li>".repeat(16), "<li>xxxxxxxxxxxxxxxxxxxx", ""),
         ),
-        ("emphasis", format!("<p>{}</p>", "<em>a</em> ".repeat(n))),
-        (
-            "links",
-            format!("<p>{}</p>", "<a href=\"x\">y</a>".repeat(n)),
-        ),
-        (
-            "images",
-            format!("<p>{}</p>", "<img src=x alt=y>".repeat(n)),
-        ),
-        (
-            "code spans",
-            format!("<p>{}</p>", "<code>a</code>".repeat(n)),
-        ),
-        // Code cut at its links (one cut per 128 bytes of page at most), densely and with
-        // room for every one to be cut.
+        ("emphasis", cap("<p>", "<em>a</em> ", "</p>")),
+        ("links", cap("<p>", "<a href=\"x\">y</a>", "</p>")),
+        ("images", cap("<p>", "<img src=x alt=y>", "</p>")),
+        ("code spans", cap("<p>", "<code>a</code>", "</p>")),
         (
             "links in code spans, every one cut",
-            format!(
-                "<p>{}</p>",
-                format!(
-                    "<code> a <a href=x>b</a> c </code>{}",
-                    "<em>a</em> ".repeat(9)
-                )
-                .repeat(n / 8)
-            ),
+            cap("<p>", CUT_EVERY_CODE, "</p>"),
         ),
         (
             "links in code spans",
-            format!(
-                "<p>{}</p>",
-                "<code> a <a href=x>b</a> c </code>".repeat(n / 2)
-            ),
+            cap("<p>", DENSE_LINKS_IN_CODE, "</p>"),
         ),
         ("text", format!("<p>{}</p>", "word ".repeat(1_000_000))),
         ("entities", format!("<p>{}</p>", "a&amp;".repeat(600_000))),
@@ -95,7 +107,13 @@ fn conversions_stay_within_the_working_memory_reserved() {
             "code block",
             format!("<pre><code>{}</code></pre>", "a\n".repeat(2_000_000)),
         ),
-    ];
+    ]
+}
+
+#[test]
+fn conversions_stay_within_the_working_memory_reserved() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut pages: Vec<(&str, String)> = shapes();
     let own = concat!(env!("CARGO_MANIFEST_DIR"), "/../../tests/e2e/pages");
     for entry in std::fs::read_dir(own).unwrap() {
         let path = entry.unwrap().path();
@@ -120,15 +138,27 @@ fn conversions_stay_within_the_working_memory_reserved() {
         eprintln!("git-doc is not installed: its pages are left out (SIGNPOST_NO_SKIP=1 fails)");
     }
     pages.extend(git_doc.into_iter().map(|html| ("git-doc page", html)));
-    let mut worst = 0.0f64;
+    let mut worst = (0.0f64, "");
     for (shape, html) in &pages {
-        let peak = peak_of(html);
+        let (peak, out) = peak_of(html);
+        // A refused page is passed through, so its peak proves nothing about the bound.
+        let markdown = out.unwrap_or_else(|e| panic!("{shape} was not converted: {e}"));
+        assert!(!markdown.is_empty(), "{shape}");
+        if *shape == "links in code spans, every one cut" {
+            // Each `<code>` was cut at its link: the link is written outside the code.
+            let codes = html.matches("<code>").count();
+            assert_eq!(markdown.matches("[`b`](x)").count(), codes, "{shape}");
+        }
+        drop(markdown);
         let reserved = working_bytes(html.as_bytes());
         let share = peak as f64 / reserved as f64;
-        worst = worst.max(share);
+        if share > worst.0 {
+            worst = (share, shape);
+        }
         println!(
-            "{shape}: {} bytes, peak {peak}, reserved {reserved} ({:.2})",
+            "{shape}: {} bytes, {} start tags, peak {peak}, reserved {reserved} ({:.2})",
             html.len(),
+            start_tags(html),
             share
         );
         assert!(
@@ -136,5 +166,29 @@ fn conversions_stay_within_the_working_memory_reserved() {
             "{shape}: peak {peak} > reserved {reserved}"
         );
     }
-    println!("worst share of the reservation used: {worst:.2}");
+    println!(
+        "worst share of the reservation used: {:.2} ({})",
+        worst.0, worst.1
+    );
+}
+
+/// The links in code spans above are the costliest shapes that are converted: one unit more
+/// and the page is over the element cap, refused before it is converted (and passed through by
+/// the edge, costing no working memory).
+#[test]
+fn links_in_code_spans_one_unit_over_the_cap_are_refused() {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    for unit in [CUT_EVERY_CODE, DENSE_LINKS_IN_CODE] {
+        let html = over_the_element_cap("<p>", unit, "</p>");
+        assert!(start_tags(&html) > DEFAULT_MAX_ELEMENTS);
+        let (_, out) = peak_of(&html);
+        assert!(
+            matches!(out, Err(Error::TooComplex(_))),
+            "{unit}: {:?}",
+            out.map(|md| md.len())
+        );
+        let admitted = at_the_element_cap("<p>", unit, "</p>");
+        assert!(start_tags(&admitted) <= DEFAULT_MAX_ELEMENTS);
+        assert!(start_tags(&admitted) + start_tags(unit) > DEFAULT_MAX_ELEMENTS);
+    }
 }

@@ -194,6 +194,26 @@ fn every_rule_refuses_the_plain_request() {
             "{name}"
         );
     }
+    // The rules on the host, the path and the query, and the rate limit.
+    assert_eq!(
+        verdict(&p, "blocked.test", "/", &h),
+        Some((1020, "host".into()))
+    );
+    assert_eq!(
+        verdict(&p, "example.com", "/admin", &h),
+        Some((1020, "path".into()))
+    );
+    assert_eq!(
+        verdict(&p, "example.com", "/?q=%3Cscript%3E", &h),
+        Some((1020, "decoded-query".into()))
+    );
+    let mut keyed = benign();
+    keyed.insert("x-key", HeaderValue::from_static("plain"));
+    assert_eq!(verdict(&p, "example.com", "/", &keyed), None);
+    assert_eq!(
+        verdict(&p, "example.com", "/", &keyed),
+        Some((1015, "per-key".into()))
+    );
 }
 
 proptest! {

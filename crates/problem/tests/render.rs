@@ -220,7 +220,26 @@ fn rate_limiter_wait_overrides_everywhere() {
             .unwrap()
             .contains("Wait at least 7 seconds")
     );
-    assert!(body(&render(&p, Format::Markdown, &Branding::default())).contains("retry_after: 7\n"));
+    let markdown = render(&p, Format::Markdown, &Branding::default());
+    assert_eq!(markdown.retry_after, Some(7));
+    assert!(body(&markdown).contains("retry_after: 7\n"));
+    assert!(body(&markdown).contains("Wait at least 7 seconds"));
+    // The page for people says the same wait, in its details and its guidance.
+    let html = render(&p, Format::Html, &Branding::default());
+    assert_eq!(html.retry_after, Some(7));
+    assert!(html.headers(RAY).contains(&("retry-after", "7".into())));
+    let page = scraper::Html::parse_document(body(&html));
+    let details: Vec<String> = page
+        .select(&scraper::Selector::parse("dl dt, dl dd").unwrap())
+        .map(|e| e.text().collect())
+        .collect();
+    let at = details.iter().position(|t| t == "Retry after").unwrap();
+    assert_eq!(details[at + 1], "7 s");
+    let todo: String = page
+        .select(&scraper::Selector::parse("section[aria-labelledby=todo]").unwrap())
+        .flat_map(|e| e.text())
+        .collect();
+    assert!(todo.contains("Wait at least 7 seconds"), "{todo}");
 
     // Not retryable: the override is ignored, and no Retry-After is sent.
     let mut p = problem(1020, "example.com", RAY);
