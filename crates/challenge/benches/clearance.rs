@@ -67,12 +67,23 @@ fn bench(c: &mut Criterion) {
     let token = ring.issue_challenge(&visitor, &settings, Difficulty::DEFAULT, NOW, [3; 16]);
     let nonce = (0u64..)
         .map(|n| n.to_string())
-        .find(|n| meets(&work_hash(token.as_bytes(), n.as_bytes()), Difficulty::DEFAULT))
+        .find(|n| {
+            meets(
+                &work_hash(token.as_bytes(), n.as_bytes()),
+                Difficulty::DEFAULT,
+            )
+        })
         .unwrap();
     let mut group = c.benchmark_group("challenge");
     group.bench_function("issue", |b| {
         b.iter(|| {
-            ring.issue_challenge(&visitor, &settings, Difficulty::DEFAULT, black_box(NOW), [3; 16])
+            ring.issue_challenge(
+                &visitor,
+                &settings,
+                Difficulty::DEFAULT,
+                black_box(NOW),
+                [3; 16],
+            )
         })
     });
     group.bench_function("check a solution", |b| {

@@ -48,7 +48,11 @@ impl Default for Binding {
 impl Binding {
     /// A binding: prefix lengths up to 32 and 128; 0 binds no address at all (any address of
     /// the family passes), which an operator chooses only with the User-Agent bound.
-    pub fn new(ipv4_prefix: u8, ipv6_prefix: u8, user_agent: bool) -> Result<Binding, BindingError> {
+    pub fn new(
+        ipv4_prefix: u8,
+        ipv6_prefix: u8,
+        user_agent: bool,
+    ) -> Result<Binding, BindingError> {
         if ipv4_prefix > 32 || ipv6_prefix > 128 {
             return Err(BindingError);
         }

@@ -146,7 +146,10 @@ mod tests {
         ] {
             assert_eq!(return_path(bad), None, "{bad:?}");
         }
-        assert_eq!(return_path(&format!("/{}", "a".repeat(MAX_RETURN_LEN))), None);
+        assert_eq!(
+            return_path(&format!("/{}", "a".repeat(MAX_RETURN_LEN))),
+            None
+        );
     }
 
     #[test]
@@ -157,7 +160,13 @@ mod tests {
         let s = Submission::parse(b"return=%2F%2Fevil.example&token=t&token=u").unwrap();
         assert_eq!((s.token.as_str(), s.return_to.as_str()), ("t", "/"));
         assert_eq!(s.nonce, "");
-        for bad in [&b"nonce=1"[..], b"token=", b"token=%zz", b"token=%C3%28", b"token=%4"] {
+        for bad in [
+            &b"nonce=1"[..],
+            b"token=",
+            b"token=%zz",
+            b"token=%C3%28",
+            b"token=%4",
+        ] {
             assert_eq!(Submission::parse(bad), Err(Rejected::Malformed), "{bad:?}");
         }
         let huge = format!("token=t&x={}", "a".repeat(MAX_FORM_LEN));

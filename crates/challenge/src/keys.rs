@@ -55,7 +55,9 @@ fn derive(secret: &[u8], label: &[u8]) -> Result<HmacSha256, KeyError> {
 impl fmt::Debug for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         // Never the secret, not even derived.
-        f.debug_struct("Key").field("id", &self.id).finish_non_exhaustive()
+        f.debug_struct("Key")
+            .field("id", &self.id)
+            .finish_non_exhaustive()
     }
 }
 

@@ -191,7 +191,10 @@ mod tests {
     fn accept_language_picks_the_best_shipped_language() {
         assert_eq!(Lang::from_accept_language(None), Lang::En);
         assert_eq!(choose(""), Lang::En);
-        assert_eq!(choose("fr-CH, fr;q=0.9, en;q=0.8, de;q=0.7, *;q=0.5"), Lang::Fr);
+        assert_eq!(
+            choose("fr-CH, fr;q=0.9, en;q=0.8, de;q=0.7, *;q=0.5"),
+            Lang::Fr
+        );
         assert_eq!(choose("de-DE"), Lang::De);
         assert_eq!(choose("ja, de;q=0.3, fr;q=0.2"), Lang::De);
         assert_eq!(choose("en;q=0.5, DE;Q=0.8"), Lang::De);
@@ -204,7 +207,10 @@ mod tests {
         assert_eq!(choose("fr;q=2, de;q=0.5"), Lang::De);
         assert_eq!(choose("fr;q=0.5555, de;q=0.1"), Lang::De);
         assert_eq!(choose("fr;q=abc"), Lang::En);
-        assert_eq!(Lang::from_accept_language(Some(&[0xff, b',', b'd', b'e'])), Lang::De);
+        assert_eq!(
+            Lang::from_accept_language(Some(&[0xff, b',', b'd', b'e'])),
+            Lang::De
+        );
         // Past 32 ranges nothing is read.
         let long = format!("{}de", "xx, ".repeat(40));
         assert_eq!(choose(&long), Lang::En);

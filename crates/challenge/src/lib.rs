@@ -74,7 +74,9 @@ pub use binding::{Binding, BindingError, Visitor};
 pub use clearance::{
     COOKIE_NAME, COOKIE_VALUE_LEN, Clearance, IssuedClearance, find_clearance, set_cookie,
 };
-pub use form::{MAX_FORM_LEN, MAX_RETURN_LEN, Submission, VERIFY_PATH, WAIT_PATH, return_path, wait_url};
+pub use form::{
+    MAX_FORM_LEN, MAX_RETURN_LEN, Submission, VERIFY_PATH, WAIT_PATH, return_path, wait_url,
+};
 pub use keys::{Key, KeyError, KeyRing, MIN_SECRET_LEN};
 pub use lang::{Lang, STRINGS, Strings};
 pub use page::{

@@ -109,7 +109,10 @@ pub fn render(input: &PageInput<'_>) -> Page {
     escape_into(h, s.title);
     h.push_str("</title>\n");
     // Without JavaScript the page moves on by itself once the fallback opens.
-    let _ = write!(h, "<noscript><meta http-equiv=\"refresh\" content=\"{refresh}; url=");
+    let _ = write!(
+        h,
+        "<noscript><meta http-equiv=\"refresh\" content=\"{refresh}; url="
+    );
     escape_into(h, &wait);
     h.push_str("\"></noscript>\n<style>");
     h.push_str(STYLE);
@@ -205,15 +208,13 @@ fn fill_into(out: &mut String, template: &str, values: &[(&str, &str)]) {
     while let Some(open) = rest.find('{') {
         escape_into(out, &rest[..open]);
         let after = &rest[open + 1..];
-        let hole = after
-            .find('}')
-            .and_then(|close| {
-                let name = &after[..close];
-                values
-                    .iter()
-                    .find(|(n, _)| *n == name)
-                    .map(|(_, v)| (*v, close))
-            });
+        let hole = after.find('}').and_then(|close| {
+            let name = &after[..close];
+            values
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| (*v, close))
+        });
         match hole {
             Some((value, close)) => {
                 escape_into(out, value);

@@ -26,7 +26,9 @@ use hmac::Mac;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-use crate::token::{MAX_SKEW_SECS, Method, Rejected, Settings, VERSION, decode, encode, encoded_len};
+use crate::token::{
+    MAX_SKEW_SECS, Method, Rejected, Settings, VERSION, decode, encode, encoded_len,
+};
 use crate::{KeyRing, Visitor};
 
 const LEN: usize = 59;

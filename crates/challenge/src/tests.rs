@@ -178,11 +178,8 @@ fn tampering_with_any_byte_is_refused() {
         }
     }
     // A longer expiry or a higher level written in by hand fails the MAC.
-    let mut raw = base64::Engine::decode(
-        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
-        &value,
-    )
-    .unwrap();
+    let mut raw =
+        base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, &value).unwrap();
     raw[10] = 8;
     let forged = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, &raw);
     assert_eq!(
@@ -245,7 +242,10 @@ fn keys_are_checked() {
     );
     assert_eq!(same.unwrap_err(), KeyError::SameId);
     let debug = format!("{:?}", Key::new(3, &[0xAB; 32]).unwrap());
-    assert!(!debug.contains("171") && !debug.to_lowercase().contains("ab, "), "{debug}");
+    assert!(
+        !debug.contains("171") && !debug.to_lowercase().contains("ab, "),
+        "{debug}"
+    );
 }
 
 #[test]
@@ -267,7 +267,10 @@ fn cookie_attributes_and_lookup() {
         Some(&b"abc"[..])
     );
     assert_eq!(find_clearance(b"signpost_clearance=x"), Some(&b"x"[..]));
-    assert_eq!(find_clearance(b"signpost_clearancex=1; xsignpost_clearance=2"), None);
+    assert_eq!(
+        find_clearance(b"signpost_clearancex=1; xsignpost_clearance=2"),
+        None
+    );
     assert_eq!(find_clearance(b""), None);
     assert_eq!(
         find_clearance(b"signpost_clearance=first; signpost_clearance=second"),
@@ -316,11 +319,8 @@ fn a_wrong_answer_or_a_tampered_difficulty_is_refused() {
         );
     }
     // Lowering the difficulty inside the token breaks its MAC.
-    let mut raw = base64::Engine::decode(
-        &base64::engine::general_purpose::URL_SAFE_NO_PAD,
-        &token,
-    )
-    .unwrap();
+    let mut raw =
+        base64::Engine::decode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, &token).unwrap();
     raw[10] = 0;
     let easier = base64::Engine::encode(&base64::engine::general_purpose::URL_SAFE_NO_PAD, &raw);
     assert_eq!(
@@ -398,7 +398,12 @@ fn the_fallback_opens_after_its_delay_and_earns_a_shorter_clearance() {
         Err(Rejected::Expired)
     );
     assert_eq!(
-        ring.check_wait(token.as_bytes(), &visitor("203.0.113.9"), &settings, NOW + 10),
+        ring.check_wait(
+            token.as_bytes(),
+            &visitor("203.0.113.9"),
+            &settings,
+            NOW + 10
+        ),
         Err(Rejected::Forged)
     );
     let cookie = ring.issue_clearance(&v, &settings, solved.difficulty, solved.method, NOW + 10);
