@@ -39,6 +39,9 @@ pub enum Category {
     Ssl,
     /// 4xx answered by the origin itself: the request cannot succeed as sent; change it.
     Client,
+    /// A challenge stands before the page: authenticate (sign with Web Bot Auth, or be a
+    /// verified bot) and retry; a browser solves it itself. Not a reason to stop.
+    Challenge,
 }
 
 impl Category {
@@ -59,6 +62,7 @@ impl Category {
             Category::Cloudflare => "cloudflare",
             Category::Ssl => "ssl",
             Category::Client => "client",
+            Category::Challenge => "challenge",
         }
     }
 }
@@ -484,7 +488,31 @@ mod tests {
             );
             assert!(e.what_you_should_do.starts_with("**Do not retry"), "{code}");
         }
-        assert_eq!(catalog().len(), expected.len() + own.len());
+        assert_eq!(catalog().len(), expected.len() + own.len() + 1);
+    }
+
+    /// The answer to a challenged agent: a 403 that says to authenticate, not to stop.
+    #[test]
+    fn challenge_required_tells_agents_to_authenticate() {
+        let e = lookup(Code::CHALLENGE_REQUIRED).expect("the challenge entry");
+        assert!(e.signpost_own);
+        assert_eq!(
+            (e.status, e.error_name.as_str(), e.error_category),
+            (403, "challenge_required", Category::Challenge)
+        );
+        assert_eq!(e.error_category.as_str(), "challenge");
+        assert!(!e.retryable && e.retry_after.is_none() && !e.owner_action_required);
+        let guidance = e.guidance(None);
+        assert!(guidance.starts_with("**Authenticate, then retry.**"));
+        for needed in [
+            "Web Bot Auth",
+            "Accept-Signature",
+            "@authority",
+            "signature-agent",
+            "verified bot",
+        ] {
+            assert!(guidance.contains(needed), "{needed}");
+        }
     }
 
     #[test]

@@ -35,6 +35,9 @@ impl Code {
     pub const FIREWALL_RULE_BLOCKED: Code = Code(1020);
     /// Unavailable for legal reasons (HTTP 451).
     pub const LEGAL_BLOCK: Code = Code(1026);
+    /// A challenge stands before the page (HTTP 403 with `cf-mitigated: challenge`): the answer
+    /// to an agent, which cannot run the browsers' challenge page.
+    pub const CHALLENGE_REQUIRED: Code = Code(403);
     /// signpost's own entry for a code the catalog does not have.
     pub const NOT_FOUND: Code = Code(404);
     /// A request the edge cannot parse: request line, headers or body.
