@@ -141,8 +141,6 @@ pub struct Metrics {
     fleet_calls: Family<OutcomeLabel, Counter>,
     fleet_fallbacks: Family<FallbackLabels, Counter>,
     fleet_latency: Histogram,
-    // Counted once the Web Bot Auth step of the request path builds the key directories.
-    key_directory_fetches: Family<OutcomeLabel, Counter>,
     /// Cents charged (pay per crawl) and recorded in the ledger, per crawler.
     crawler_charged_cents: Family<CrawlerLabel, Counter>,
     /// Requests of known crawlers to paths the origin's robots.txt disallows for them.
@@ -157,25 +155,6 @@ pub struct Metrics {
     pub identity: crate::identify::IdentityMetrics,
     /// The zones' converted-page caches.
     pub markdown_cache: crate::markdown_cache::CacheMetrics,
-    reverse_dns_lookups: OutcomeCounter,
-    ip_list_refreshes: OutcomeCounter,
-}
-
-/// A counter by outcome that a background task keeps (a reverse DNS check, an IP list refresh):
-/// [`Metrics`] registers it; a test can make one of its own and read it back.
-#[derive(Clone, Debug, Default)]
-pub struct OutcomeCounter(Family<OutcomeLabel, Counter>);
-
-impl OutcomeCounter {
-    pub fn inc(&self, outcome: &'static str) {
-        self.0.get_or_create(&OutcomeLabel { outcome }).inc();
-    }
-
-    /// How many times `outcome` was counted.
-    #[cfg(test)]
-    pub fn get(&self, outcome: &'static str) -> u64 {
-        self.0.get_or_create(&OutcomeLabel { outcome }).get()
-    }
 }
 
 impl Metrics {
@@ -243,14 +222,6 @@ impl Metrics {
              action taken",
             fleet_fallbacks.clone(),
         );
-        let key_directory_fetches = Family::<OutcomeLabel, Counter>::default();
-        registry.register(
-            "key_directory_fetches",
-            "Web Bot Auth key directory fetches by outcome: ok, or why it failed (status, \
-             redirect, too_large, timeout, content_type, not_jwks, too_many_keys, \
-             private_address, dns, network, not_https)",
-            key_directory_fetches.clone(),
-        );
         // 50 µs to ~100 ms: loopback to a distant Redis; the timeout is usually a few ms.
         let fleet_latency = Histogram::new(exponential_buckets(0.000_05, 2.0, 12));
         registry.register(
@@ -261,21 +232,6 @@ impl Metrics {
         let markdown = crate::markdown::MarkdownMetrics::register(&mut registry);
         let identity = crate::identify::IdentityMetrics::register(&mut registry);
         let markdown_cache = crate::markdown_cache::CacheMetrics::register(&mut registry);
-        let reverse_dns_lookups = OutcomeCounter::default();
-        registry.register(
-            "reverse_dns_lookups",
-            "Forward-confirmed reverse DNS checks of client addresses by outcome: confirmed, \
-             unconfirmed (a name that does not resolve back), no_name, failed (timeout or \
-             resolver error), busy (not started: too many in flight)",
-            reverse_dns_lookups.0.clone(),
-        );
-        let ip_list_refreshes = OutcomeCounter::default();
-        registry.register(
-            "ip_list_refreshes",
-            "Refreshes of published bot IP lists by outcome: ok, fetch_failed, timeout, invalid \
-             (the last good list is kept on every failure)",
-            ip_list_refreshes.0.clone(),
-        );
         let crawler_charged_cents = Family::<CrawlerLabel, Counter>::default();
         registry.register(
             "crawler_charged_cents",
@@ -304,13 +260,10 @@ impl Metrics {
             markdown,
             markdown_cache,
             identity,
-            reverse_dns_lookups,
-            ip_list_refreshes,
             registry,
             fleet_calls,
             fleet_fallbacks,
             fleet_latency,
-            key_directory_fetches,
             requests,
             upstream_latency,
             reloads,
@@ -440,29 +393,6 @@ impl Metrics {
         self.fleet_fallbacks
             .get_or_create(&FallbackLabels { cause, action })
             .inc();
-    }
-
-    /// The counter the reverse DNS checks of verified bots keep (`crate::rdns`).
-    pub fn reverse_dns_lookups(&self) -> OutcomeCounter {
-        self.reverse_dns_lookups.clone()
-    }
-
-    /// The counter the refreshes of published IP lists keep (`crate::iplists`).
-    pub fn ip_list_refreshes(&self) -> OutcomeCounter {
-        self.ip_list_refreshes.clone()
-    }
-
-    /// One finished key directory fetch (the `keydir` module's observer).
-    #[cfg(test)]
-    pub fn observe_key_directory_fetch(&self, outcome: &'static str) {
-        self.key_directory_fetches
-            .get_or_create(&OutcomeLabel { outcome })
-            .inc();
-    }
-
-    /// The counter key directory fetches keep (`crate::keydir`).
-    pub fn key_directory_fetches(&self) -> OutcomeCounter {
-        OutcomeCounter(self.key_directory_fetches.clone())
     }
 
     /// A charge recorded in the ledger, by the crawler's catalog name.

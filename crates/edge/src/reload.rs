@@ -73,7 +73,7 @@ impl Loaded {
                 .filter(|i| i.config() == config);
             let identifier = match kept {
                 Some(i) => Some(Arc::clone(i)),
-                None => crate::identify::Identifier::start(config, metrics)
+                None => crate::identify::Identifier::start(config, &metrics.identity)
                     .map_err(|e| {
                         tracing::error!(
                             "cannot identify requests, every signature reads unverified: {e}"

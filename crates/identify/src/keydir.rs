@@ -193,7 +193,7 @@ impl KeyDirectories {
     fn spawn_fetch(self: &Arc<Self>, url: String) {
         // The process's runtime for outside work, not the request's: a fetch outlives the
         // request that started it, and never takes a request thread's time.
-        let Some(runtime) = crate::rdns::runtime() else {
+        let Some(runtime) = crate::runtime::runtime() else {
             self.finish(&url, Err("no_runtime"));
             return;
         };
@@ -668,18 +668,18 @@ mod tests {
 
     #[tokio::test]
     async fn fetch_outcomes_reach_the_metrics() {
-        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let mut registry = prometheus_client::registry::Registry::with_prefix("signpost");
+        let metrics = crate::IdentityMetrics::register(&mut registry);
         let server = DirectoryServer::start(Answer::Redirect).await;
-        let counted = metrics.clone();
+        let counted = metrics.key_directory_fetches.clone();
         let s = setup(&server, true, move |c| {
-            c.observer = Some(Arc::new(move |outcome| {
-                counted.observe_key_directory_fetch(outcome)
-            }))
+            c.observer = Some(Arc::new(move |outcome| counted.inc(outcome)))
         });
         let agent = server.agent();
         s.dirs.lookup(&agent, "k");
         assert_eq!(s.settled(&agent, "k").await, KeyLookup::Unreachable);
-        let exposition = metrics.encode();
+        let mut exposition = String::new();
+        prometheus_client::encoding::text::encode(&mut exposition, &registry).unwrap();
         assert!(
             exposition.contains("signpost_key_directory_fetches_total{outcome=\"redirect\"} 1"),
             "{exposition}"
