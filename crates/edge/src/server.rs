@@ -69,7 +69,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     options.h2_idle_timeout = Some(policy.load().policy.connections().idle_timeout);
     app.server_options = Some(options);
     // Every client connection passes the per-client cap first.
-    let capped = Capped::new(app, policy.clone(), metrics.clone());
+    let capped = Capped::new(app, policy.clone(), metrics.connections.clone());
     let mut proxy = Service::new("signpost edge".to_string(), capped);
     for Listener { addr, tls } in &listeners {
         match tls {
