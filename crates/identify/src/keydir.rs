@@ -29,8 +29,6 @@
 //! At most `max_in_flight` fetches at once; a lookup beyond that starts none and answers from
 //! the cache (`Pending` for a directory never fetched). Keys per directory: `max_keys`.
 
-// The Web Bot Auth step of the request path uses this; until it is wired, only tests do.
-
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};

@@ -11,8 +11,6 @@
 //! unless the operator allows private addresses. Environment proxies are ignored, since one
 //! would make the address check meaningless.
 
-// The Web Bot Auth step of the request path uses this; until it is wired, only tests do.
-
 use std::error::Error as _;
 use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
