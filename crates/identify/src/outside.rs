@@ -1,5 +1,5 @@
-//! One bounded HTTPS fetch for everything the edge fetches from outside (Web Bot Auth key
-//! directories now, published IP lists later).
+//! One bounded HTTPS fetch for everything identification fetches from outside (Web Bot Auth key
+//! directories, published IP lists).
 //!
 //! What the URL comes from is often a request (a `Signature-Agent` names any host), so every
 //! fetch is bounded: `https` only; no redirects (a 3xx is an error: the draft forbids following
