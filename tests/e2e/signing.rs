@@ -177,6 +177,20 @@ impl Directory {
         Directory::serve(scratch, handler)
     }
 
+    /// A directory that counts the fetches it answers ([`Directory::fetches`]) and says its
+    /// keys are fresh for a day (`Cache-Control: max-age=86400`, as the draft's example does).
+    pub fn counted(scratch: &Scratch) -> Directory {
+        Directory::serve(
+            scratch,
+            "class H(Files):\n    def do_GET(self):\n        with open(ROOT + '/fetches', 'a') as f:\n            f.write('.')\n        super().do_GET()\n    def end_headers(self):\n        self.send_header('cache-control', 'max-age=86400')\n        super().end_headers()\n",
+        )
+    }
+
+    /// How many GETs a [`Directory::counted`] answered so far.
+    pub fn fetches(&self) -> usize {
+        std::fs::read_to_string(self.root.0.join("fetches")).map_or(0, |dots| dots.len())
+    }
+
     /// Python's HTTPS server on loopback with `handler` (a class `H` deriving from `Files`,
     /// which serves the directory root) under the scratch's certificate, made on first use.
     fn serve(scratch: &Scratch, handler: &str) -> Directory {
@@ -196,6 +210,7 @@ impl Directory {
         let script = format!(
             r#"
 import http.server, ssl, functools, time
+ROOT = {root:?}
 class Files(http.server.SimpleHTTPRequestHandler):
     def guess_type(self, path):
         return "application/http-message-signatures-directory+json"

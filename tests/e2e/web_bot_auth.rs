@@ -290,3 +290,90 @@ fn a_directory_that_redirects_is_too_large_or_hangs_leaves_its_agents_unverified
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+/// An agent rotates its key: the edge fetched its directory (fresh for a day) when it signed with
+/// key A; it publishes B and signs with B. The first requests signed with B read unverified (not
+/// made to wait), a refetch starts once the interval since the last fetch is over (30 s,
+/// `UNKNOWN_KEY_REFETCH_INTERVAL`), and B verifies from then on, long before the day is over.
+/// Meanwhile a flood of signatures by keys the directory never listed asks the directory no more
+/// often than that.
+#[test]
+fn a_newly_published_key_verifies_after_one_bounded_refetch_whatever_the_flood() {
+    const INTERVAL: Duration = Duration::from_secs(30);
+    let scratch = Scratch::new("wba-rotation");
+    let directory = Directory::counted(&scratch);
+    let a = Signer::new(&directory.origin());
+    let b = Signer::new(&directory.origin());
+    directory.publish(&[&a]);
+    let cert = scratch.0.join("directory-cert.pem");
+    let top = format!(
+        "[bots]\nallow_private_fetch = true\ntrusted_roots = [{:?}]\n",
+        cert.display().to_string()
+    );
+    let (_origin, edge) = echo_edge("wba-rotation", &top, "", &[]);
+    let c = client(&edge);
+    let authority = format!("example.com:{}", edge.addr.port());
+    let signed = |signer: &Signer| {
+        told(
+            &c,
+            &edge,
+            "/",
+            &signer.headers(&authority, None, now() - 1, 300),
+        )
+    };
+
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs(30);
+    while !signed(&a).starts_with("signature=verified") {
+        assert!(Instant::now() < deadline, "key A never verified");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(directory.fetches(), 1);
+
+    directory.publish(&[&a, &b]);
+    let mut flood = 0;
+    let deadline = Instant::now() + INTERVAL + Duration::from_secs(90);
+    let verified = loop {
+        let told_b = signed(&b);
+        if told_b.starts_with("signature=verified") {
+            break told_b;
+        }
+        assert!(told_b.starts_with("signature=unverified"), "{told_b}");
+        assert!(Instant::now() < deadline, "key B never verified: {told_b}");
+        for _ in 0..10 {
+            let stranger = Signer::new(&directory.origin());
+            let told_stranger = signed(&stranger);
+            assert!(
+                told_stranger.starts_with("signature=unverified"),
+                "{told_stranger}"
+            );
+            flood += 1;
+        }
+        // The fetches so far: the first, and one per interval since.
+        let allowed = 1 + (started.elapsed().as_secs() / INTERVAL.as_secs()) as usize;
+        assert!(
+            directory.fetches() <= allowed,
+            "{} fetches",
+            directory.fetches()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(
+        verified,
+        format!(
+            r#"signature=verified, agent="{}", keyid="{}""#,
+            directory.origin(),
+            b.keyid()
+        )
+    );
+    assert!(flood >= 100, "the flood ran: {flood} unknown keys");
+    let allowed = 1 + (started.elapsed().as_secs() / INTERVAL.as_secs()) as usize;
+    let fetches = directory.fetches();
+    assert!(
+        (2..=allowed).contains(&fetches),
+        "{fetches} fetches in {:?}",
+        started.elapsed()
+    );
+    // The key that was there before still verifies.
+    assert!(signed(&a).starts_with("signature=verified"));
+}

@@ -255,7 +255,8 @@ impl ServeHttp for Admin {
                 let loaded = self.policy.load();
                 let policy = &loaded.policy;
                 self.metrics
-                    .set_rate_limit_state(policy.rate_limit_keys(), policy.rate_limit_pressure());
+                    .rate_limits
+                    .set(policy.rate_limit_keys(), policy.rate_limit_pressure());
                 self.metrics
                     .markdown_cache
                     .refresh(loaded.markdown_caches());

@@ -14,19 +14,89 @@ use std::sync::atomic::AtomicI64;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use arc_swap::ArcSwap;
 use async_trait::async_trait;
 use pingora::apps::{Admission, ServerApp};
 use pingora::protocols::l4::socket::SocketAddr as PingoraSocketAddr;
 use pingora::protocols::{ALPN, Stream};
 use pingora::server::ShutdownWatch;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use signpost_policy::Connections;
 
 use crate::h2guard::{Abuse, Guarded};
 use crate::limits::client_key;
 use crate::log::{LogBudget, LogSafe, OrDash};
-use crate::metrics::Metrics;
-use crate::reload::Loaded;
+
+/// What the cap reads of the policy loaded now: read per connection, so a reload changes it for
+/// the next connection.
+pub trait ConnectionPolicy: Send + Sync {
+    /// `[connections]` of the policy loaded now.
+    fn connections(&self) -> Connections;
+    /// Whether `peer` is a trusted proxy, which carries many clients and is not capped.
+    fn is_trusted_proxy(&self, peer: IpAddr) -> bool;
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EventLabel {
+    event: &'static str,
+}
+
+/// What happens to client connections: events that cut or refuse them, and the counts the
+/// per-client caps keep.
+#[derive(Clone)]
+pub struct ConnectionMetrics {
+    events: Family<EventLabel, Counter>,
+    /// Client connections open now (`max_per_client`).
+    open: Gauge<i64, AtomicI64>,
+    /// Requests on their way to origins now (`max_in_flight_per_client`).
+    requests_in_flight: Gauge<i64, AtomicI64>,
+}
+
+impl ConnectionMetrics {
+    pub fn register(registry: &mut Registry) -> ConnectionMetrics {
+        let events = Family::<EventLabel, Counter>::default();
+        registry.register(
+            "connection_events",
+            "Clients cut or refused at the connection level: idle_timeout, header_timeout, \
+             body_timeout, malformed, too_many_connections, tls_handshake_timeout, \
+             tls_handshake_failed, send_timeout, request_cancelled, h2_stream_error, too_many_in_flight, \
+             h2_premature_resets, h2_control_flood, h2_request_budget",
+            events.clone(),
+        );
+        let open = Gauge::default();
+        registry.register(
+            "client_connections",
+            "Client connections open now, as the per-client cap counts them",
+            open.clone(),
+        );
+        let requests_in_flight = Gauge::default();
+        registry.register(
+            "client_requests_in_flight",
+            "Requests on their way to origins now, as max_in_flight_per_client counts them \
+             (including those a client cancelled, held while the origin may still work on them)",
+            requests_in_flight.clone(),
+        );
+        ConnectionMetrics {
+            events,
+            open,
+            requests_in_flight,
+        }
+    }
+
+    /// Counts one connection-level event; `event` is one of a fixed set of names, so the family
+    /// stays bounded.
+    pub fn event(&self, event: &'static str) {
+        self.events.get_or_create(&EventLabel { event }).inc();
+    }
+
+    /// The gauge of requests in flight to origins, which the in-flight cap keeps.
+    pub fn requests_in_flight(&self) -> Gauge<i64, AtomicI64> {
+        self.requests_in_flight.clone()
+    }
+}
 
 /// Open connections per client key. An entry exists only while its count is above zero, so the
 /// table holds at most one entry per open connection: bounded by the process's descriptor limit.
@@ -86,17 +156,21 @@ impl Drop for Slot {
 /// The edge's application behind the connection cap.
 pub struct Capped<A> {
     inner: Arc<A>,
-    policy: Arc<ArcSwap<Loaded>>,
-    metrics: Arc<Metrics>,
+    policy: Arc<dyn ConnectionPolicy>,
+    metrics: ConnectionMetrics,
     table: Arc<ConnectionTable>,
     log: LogBudget,
 }
 
 impl<A> Capped<A> {
-    pub fn new(inner: A, policy: Arc<ArcSwap<Loaded>>, metrics: Arc<Metrics>) -> Capped<A> {
+    pub fn new(
+        inner: A,
+        policy: Arc<dyn ConnectionPolicy>,
+        metrics: ConnectionMetrics,
+    ) -> Capped<A> {
         let table = Arc::new(ConnectionTable {
             open: Mutex::default(),
-            gauge: metrics.client_connections(),
+            gauge: metrics.open.clone(),
         });
         Capped {
             inner: Arc::new(inner),
@@ -111,19 +185,16 @@ impl<A> Capped<A> {
 impl<A> Capped<A> {
     /// Counts a new connection from `peer` against its client's cap, or refuses it.
     fn admit_peer(&self, peer: IpAddr) -> Result<Option<Slot>, ()> {
-        let loaded = self.policy.load();
-        if loaded.policy.is_trusted_proxy(peer) {
+        if self.policy.is_trusted_proxy(peer) {
             // A trusted proxy carries many clients: not capped.
             return Ok(None);
         }
-        let max = loaded.policy.connections().max_per_client;
-        drop(loaded);
+        let max = self.policy.connections().max_per_client;
         let key = client_key(peer);
         match self.table.try_open(key, max) {
             Some(slot) => Ok(Some(slot)),
             None => {
-                self.metrics
-                    .observe_connection_event("too_many_connections");
+                self.metrics.event("too_many_connections");
                 if self.log.allow() {
                     tracing::warn!(
                         client = %key,
@@ -151,18 +222,13 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
         // HTTP/2: the guard reads the frames (h2guard.rs) and may ask for a graceful GOAWAY
         // once the connection carried its request budget, through the shutdown signal that
         // Pingora's HTTP/2 accept loop already answers with one.
-        let budget = self
-            .policy
-            .load()
-            .policy
-            .connections()
-            .h2_max_requests_per_connection;
+        let budget = self.policy.connections().h2_max_requests_per_connection;
         let client = stream
             .get_socket_digest()
             .and_then(|d| d.peer_addr().and_then(|a| a.as_inet()).map(|a| a.ip()));
         let capped = self.clone();
         let on_abuse = Box::new(move |abuse: Abuse| {
-            capped.metrics.observe_connection_event(abuse.event());
+            capped.metrics.event(abuse.event());
             if capped.log.allow() {
                 tracing::warn!(
                     client = %OrDash(client),
@@ -189,7 +255,7 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
             tokio::select! {
                 () = server_stopping => {}
                 () = signals.retire.notified() => {
-                    self.metrics.observe_connection_event("h2_request_budget");
+                    self.metrics.event("h2_request_budget");
                 }
             }
             let _ = retire.send(true);
@@ -219,11 +285,7 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
 
     /// `[connections] tls_handshake_timeout`, read per connection so that a reload changes it.
     fn handshake_timeout(&self) -> Duration {
-        self.policy
-            .load()
-            .policy
-            .connections()
-            .tls_handshake_timeout
+        self.policy.connections().tls_handshake_timeout
     }
 
     fn handshake_failed(
@@ -237,7 +299,7 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
         } else {
             "tls_handshake_failed"
         };
-        self.metrics.observe_connection_event(event);
+        self.metrics.event(event);
         if self.log.allow() {
             let client = peer.and_then(|p| p.as_inet()).map(|a| a.ip());
             tracing::info!(

@@ -22,10 +22,13 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use signpost_policy::{FleetCheck, RedisConfig, Verdict, redact_url};
-
-use crate::metrics::Metrics;
 
 /// The counting script. KEYS[1]: the counter; ARGV: period ms, limit, mitigation ms.
 /// Returns `{allowed (1|0), wait ms}`. State: a hash of `w` (window start, ms), `c` (count),
@@ -332,7 +335,7 @@ impl Fleet {
     }
 
     /// Counts the request in Redis; the policy's fallback when Redis does not answer in time.
-    pub async fn count(&self, check: &FleetCheck, metrics: &Metrics) -> Verdict {
+    pub async fn count(&self, check: &FleetCheck, metrics: &FleetMetrics) -> Verdict {
         let started = Instant::now();
         let mut conn = ConnectionManager::clone(&self.conn.load());
         let mut invocation = self.script.key(check.key());
@@ -344,7 +347,7 @@ impl Fleet {
         let failure = match tokio::time::timeout(self.config.timeout, call).await {
             Ok(Ok((allowed, wait))) => {
                 let allowed = allowed == 1;
-                metrics.observe_fleet_call(
+                metrics.call(
                     if allowed { "allowed" } else { "refused" },
                     Some(started.elapsed()),
                 );
@@ -355,8 +358,8 @@ impl Fleet {
         };
         let cause = failure.cause();
         let action = self.config.on_error;
-        metrics.observe_fleet_call(cause.as_str(), None);
-        metrics.observe_fleet_fallback(cause.as_str(), action.as_str());
+        metrics.call(cause.as_str(), None);
+        metrics.fallback(cause.as_str(), action.as_str());
         if let Some(skipped) = CALL_FAILURES_LOG.admit() {
             tracing::warn!(
                 redis = %redact_url(&self.config.url),
@@ -420,6 +423,74 @@ impl LogGate {
             return None;
         }
         Some(self.skipped.swap(0, Ordering::Relaxed))
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct OutcomeLabel {
+    outcome: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FallbackLabels {
+    /// `timeout`, `connection` or `error`.
+    cause: &'static str,
+    /// The policy's `on_error`: `local`, `allow` or `refuse`.
+    action: &'static str,
+}
+
+/// Fleet rate limits' metric families: Redis calls by outcome and time, and requests that fell
+/// back to the policy's `on_error`.
+#[derive(Clone)]
+pub struct FleetMetrics {
+    calls: Family<OutcomeLabel, Counter>,
+    fallbacks: Family<FallbackLabels, Counter>,
+    latency: Histogram,
+}
+
+impl FleetMetrics {
+    pub fn register(registry: &mut Registry) -> FleetMetrics {
+        let calls = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "fleet_calls",
+            "Redis calls of fleet rate limits by outcome: allowed, refused (Redis answered), \
+             timeout, connection, error (it did not)",
+            calls.clone(),
+        );
+        let fallbacks = Family::<FallbackLabels, Counter>::default();
+        registry.register(
+            "fleet_fallbacks",
+            "Requests a fleet rate limit could not count in Redis, by cause and by the on_error \
+             action taken",
+            fallbacks.clone(),
+        );
+        // 50 µs to ~100 ms: loopback to a distant Redis; the timeout is usually a few ms.
+        let latency = Histogram::new(exponential_buckets(0.000_05, 2.0, 12));
+        registry.register(
+            "fleet_call_seconds",
+            "Time of the Redis calls of fleet rate limits that Redis answered",
+            latency.clone(),
+        );
+        FleetMetrics {
+            calls,
+            fallbacks,
+            latency,
+        }
+    }
+
+    /// One Redis call of a fleet rule: its outcome, and its time when Redis answered.
+    pub fn call(&self, outcome: &'static str, latency: Option<Duration>) {
+        self.calls.get_or_create(&OutcomeLabel { outcome }).inc();
+        if let Some(latency) = latency {
+            self.latency.observe(latency.as_secs_f64());
+        }
+    }
+
+    /// A request a fleet rule could not count in Redis.
+    pub fn fallback(&self, cause: &'static str, action: &'static str) {
+        self.fallbacks
+            .get_or_create(&FallbackLabels { cause, action })
+            .inc();
     }
 }
 

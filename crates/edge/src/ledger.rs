@@ -48,9 +48,11 @@ use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError};
 use std::time::{Duration, Instant, SystemTime};
 
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 use signpost_policy::{CURRENCY, Price};
-
-use crate::metrics::Metrics;
 
 /// The live file's name.
 pub const LEDGER_FILE: &str = "ledger.jsonl";
@@ -157,10 +159,45 @@ struct Pending {
     done: tokio::sync::oneshot::Sender<Result<(), LedgerError>>,
 }
 
+/// A crawler, by catalog name: the label set is bounded by the catalog (at most
+/// `signpost_policy::MAX_BOTS` names), whatever the requests claim.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CrawlerLabel {
+    crawler: Arc<str>,
+}
+
+/// The ledger's metric family: cents charged (pay per crawl) and recorded, per crawler.
+#[derive(Clone)]
+pub struct LedgerMetrics {
+    charged_cents: Family<CrawlerLabel, Counter>,
+}
+
+impl LedgerMetrics {
+    pub fn register(registry: &mut Registry) -> LedgerMetrics {
+        let charged_cents = Family::<CrawlerLabel, Counter>::default();
+        registry.register(
+            "crawler_charged_cents",
+            "US cents charged to crawlers (pay per crawl) and recorded in the ledger, by crawler \
+             (catalog names; other for the rest)",
+            charged_cents.clone(),
+        );
+        LedgerMetrics { charged_cents }
+    }
+
+    /// A charge recorded in the ledger, by the crawler's catalog name.
+    fn charged(&self, crawler: &Arc<str>, cents: u64) {
+        self.charged_cents
+            .get_or_create(&CrawlerLabel {
+                crawler: Arc::clone(crawler),
+            })
+            .inc_by(cents);
+    }
+}
+
 /// The append-only ledger; cheap to share behind an `Arc`.
 pub struct Ledger {
     queue: SyncSender<Pending>,
-    metrics: Option<Arc<Metrics>>,
+    metrics: Option<LedgerMetrics>,
     writer: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -170,7 +207,7 @@ impl Ledger {
     pub fn open(
         dir: &Path,
         options: LedgerOptions,
-        metrics: Option<Arc<Metrics>>,
+        metrics: Option<LedgerMetrics>,
     ) -> io::Result<Ledger> {
         std::fs::create_dir_all(dir)?;
         let lock = OpenOptions::new()
@@ -237,7 +274,7 @@ impl Ledger {
         }
         wait.await.unwrap_or(Err(LedgerError::Closed))?;
         if let Some(metrics) = &self.metrics {
-            metrics.observe_crawler_charged(crawler_label, record.price.cents());
+            metrics.charged(crawler_label, record.price.cents());
         }
         Ok(())
     }
@@ -530,7 +567,8 @@ mod tests {
     #[test]
     fn records_are_json_lines_that_survive_a_reopen() {
         let dir = temp_dir("lines");
-        let metrics = Arc::new(Metrics::new());
+        let mut registry = Registry::with_prefix("signpost");
+        let metrics = LedgerMetrics::register(&mut registry);
         runtime().block_on(async {
             let ledger =
                 Ledger::open(&dir, LedgerOptions::default(), Some(metrics.clone())).unwrap();
@@ -555,7 +593,8 @@ mod tests {
         assert_eq!(first["path"], "/page/0?q=\"x\"\n");
         assert_eq!(first["price_cents"], 1);
         assert_eq!(first["currency"], "USD");
-        let text = metrics.encode();
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
         assert!(
             text.contains("signpost_crawler_charged_cents_total{crawler=\"ExampleBot\"} 3"),
             "{text}"

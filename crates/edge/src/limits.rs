@@ -3,8 +3,12 @@
 
 use std::net::IpAddr;
 
+use std::sync::atomic::{AtomicI64, AtomicU64};
+
 use pingora::http::RequestHeader;
 use pingora::proxy::Session;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
 use signpost_problem::Code;
 
 /// The longest request target (path and query) the edge accepts: 16 KiB, Cloudflare's URL limit.
@@ -16,6 +20,51 @@ pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 /// The largest head (target plus header lines) whose chunked body is pre-read; see
 /// `Edge::preread_chunked_body`.
 const PREREAD_MAX_HEAD: usize = 16 * 1024;
+
+/// The rate limiters' state, as the admin listener reads it before each scrape.
+#[derive(Clone)]
+pub struct RateLimitMetrics {
+    keys: Gauge<i64, AtomicI64>,
+    evicted: Gauge<u64, AtomicU64>,
+    sketched: Gauge<u64, AtomicU64>,
+}
+
+impl RateLimitMetrics {
+    pub fn register(registry: &mut Registry) -> RateLimitMetrics {
+        let keys = Gauge::default();
+        registry.register(
+            "rate_limit_keys",
+            "Keys currently tracked by the rate limiters",
+            keys.clone(),
+        );
+        let evicted = Gauge::default();
+        registry.register(
+            "rate_limit_evicted_keys",
+            "Keys not being limited that the rate limiters evicted, least recently seen first, \
+             to count new keys (since the rules' counters were created)",
+            evicted.clone(),
+        );
+        let sketched = Gauge::default();
+        registry.register(
+            "rate_limit_sketched_requests",
+            "Requests of new keys counted in a rule's fixed-size sketch because every slot held \
+             a key being limited (since the rules' counters were created)",
+            sketched.clone(),
+        );
+        RateLimitMetrics {
+            keys,
+            evicted,
+            sketched,
+        }
+    }
+
+    /// The keys tracked now, and the (evicted, sketched) totals of the policy's rules.
+    pub fn set(&self, keys: usize, (evicted, sketched): (u64, u64)) {
+        self.keys.set(i64::try_from(keys).unwrap_or(i64::MAX));
+        self.evicted.set(evicted);
+        self.sketched.set(sketched);
+    }
+}
 
 /// The key a client's connections and requests in flight are counted under: the IPv4 address, or
 /// the /64 of an IPv6 address (one subscriber's usual allocation, so that rotating addresses

@@ -15,8 +15,6 @@ mod fleet;
 mod h2guard;
 mod identify;
 mod inflight;
-mod iplists;
-mod keydir;
 mod ledger;
 mod limits;
 mod log;
@@ -26,10 +24,8 @@ mod markdown_cache;
 mod metrics;
 mod origin;
 mod origin_errors;
-mod outside;
 mod pipeline;
 mod ray;
-mod rdns;
 mod reload;
 mod rescue;
 mod robots;
@@ -42,7 +38,7 @@ mod vendored_pingora_tests;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
 /// mimalloc instead of the system allocator: a proxy allocates and frees small buffers for every
 /// request (headers, bodies, futures), and glibc's malloc spent about 15% of a proxied request's
@@ -61,7 +57,7 @@ struct Cli {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Start the edge with a policy file.
-    Run(RunArgs),
+    Run(server::RunArgs),
     /// Validate a policy file: exit 0, or print every problem with file, line and column and exit 1.
     Check {
         /// The policy file (TOML).
@@ -106,32 +102,6 @@ enum Command {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct RunArgs {
-    /// The policy file (TOML).
-    #[arg(long, short = 'c', env = "SIGNPOST_CONFIG")]
-    pub config: PathBuf,
-    /// Listen on this address instead of the policy's listeners (repeatable).
-    #[arg(long)]
-    pub listen: Vec<String>,
-    /// Send every zone's traffic to this origin instead of the policy's: `host:port`,
-    /// `http://host[:port]` or `https://host[:port]`, as a zone's `origin` is written.
-    #[arg(long)]
-    pub origin: Option<signpost_policy::Origin>,
-    /// Also reload when the policy file changes (it is always reloaded on SIGHUP).
-    #[arg(long)]
-    pub watch: bool,
-    /// Log format: human-readable lines, or one JSON object per line.
-    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
-    /// Worker threads (default: one per core).
-    #[arg(long)]
-    pub threads: Option<usize>,
-    /// Seconds to keep serving in-flight requests after SIGTERM before exiting.
-    #[arg(long, default_value_t = 5)]
-    pub grace_period: u64,
-}
-
-#[derive(clap::Args, Debug)]
 pub struct TraceArgs {
     /// The policy file (TOML).
     #[arg(long, short = 'c')]
@@ -163,12 +133,6 @@ pub struct TraceArgs {
     /// One JSON object, steps shaped like Cloudflare's Trace (see docs/policy.md).
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
-    Text,
-    Json,
 }
 
 fn main() -> ExitCode {

@@ -5,14 +5,13 @@
 use bytes::Bytes;
 use pingora::ErrorType;
 use pingora::protocols::http::ServerSession;
-use signpost_problem::Code;
+use signpost_problem::{Branding, Code};
 
 use crate::answer::Answer;
+use crate::conncap::ConnectionMetrics;
 use crate::limits::{MAX_HEADER_BYTES, MAX_URI_LEN};
 use crate::log::{LogBudget, LogSafe};
-use crate::metrics::Metrics;
 use crate::ray::RayId;
-use crate::reload::Loaded;
 
 /// Header lines past which a header that could not be read is "too many headers" (431):
 /// Pingora's own limit is 256 lines.
@@ -78,8 +77,8 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 pub async fn answer_unreadable(
     session: &mut ServerSession,
     error: &pingora::Error,
-    loaded: &Loaded,
-    metrics: &Metrics,
+    branding: &Branding,
+    connections: &ConnectionMetrics,
     budget: &LogBudget,
 ) {
     let head = session.unparsed_request_head();
@@ -89,7 +88,7 @@ pub async fn answer_unreadable(
         (ErrorType::ReadTimedout, _) => "header_timeout",
         _ => "malformed",
     };
-    metrics.observe_connection_event(event);
+    connections.event(event);
     let Unreadable::Answer(code) = outcome else {
         return;
     };
@@ -104,7 +103,7 @@ pub async fn answer_unreadable(
         ray,
         &host,
         None,
-        loaded.policy.problem_branding(),
+        branding,
         // No error rule: a request that could not be read has no fields to match on.
         None,
     ) else {

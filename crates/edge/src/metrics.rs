@@ -49,21 +49,8 @@ struct CrawlLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct EventLabel {
-    event: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
     outcome: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct FallbackLabels {
-    /// `timeout`, `connection` or `error`.
-    cause: &'static str,
-    /// The policy's `on_error`: `local`, `allow` or `refuse`.
-    action: &'static str,
 }
 
 /// The origin statuses whose counters a zone keeps at hand; others are looked up by label.
@@ -85,97 +72,35 @@ impl ZoneMetrics {
     }
 }
 
-/// What happens to client connections: events that cut or refuse them, and the counts the
-/// per-client caps keep.
-struct ConnectionMetrics {
-    events: Family<EventLabel, Counter>,
-    /// Client connections open now (`max_per_client`).
-    open: Gauge<i64, std::sync::atomic::AtomicI64>,
-    /// Requests on their way to origins now (`max_in_flight_per_client`).
-    requests_in_flight: Gauge<i64, std::sync::atomic::AtomicI64>,
-}
-
-impl ConnectionMetrics {
-    fn register(registry: &mut Registry) -> ConnectionMetrics {
-        let events = Family::<EventLabel, Counter>::default();
-        registry.register(
-            "connection_events",
-            "Clients cut or refused at the connection level: idle_timeout, header_timeout, \
-             body_timeout, malformed, too_many_connections, tls_handshake_timeout, \
-             tls_handshake_failed, send_timeout, request_cancelled, h2_stream_error, too_many_in_flight, \
-             h2_premature_resets, h2_control_flood, h2_request_budget",
-            events.clone(),
-        );
-        let open = Gauge::default();
-        registry.register(
-            "client_connections",
-            "Client connections open now, as the per-client cap counts them",
-            open.clone(),
-        );
-        let requests_in_flight = Gauge::default();
-        registry.register(
-            "client_requests_in_flight",
-            "Requests on their way to origins now, as max_in_flight_per_client counts them \
-             (including those a client cancelled, held while the origin may still work on them)",
-            requests_in_flight.clone(),
-        );
-        ConnectionMetrics {
-            events,
-            open,
-            requests_in_flight,
-        }
-    }
-}
-
-/// Every metric the edge exports, registered once at start-up.
+/// Every metric the edge exports, registered once at start-up: the edge's own request and
+/// reload families, and each feature's families, which the feature's own type registers and
+/// counts.
 pub struct Metrics {
     registry: Registry,
     requests: Family<RequestLabels, Counter>,
     upstream_latency: Family<ZoneLabel, Histogram>,
     reloads: Family<OutcomeLabel, Counter>,
-    connections: ConnectionMetrics,
-    rate_limit_keys: Gauge<i64, std::sync::atomic::AtomicI64>,
-    rate_limit_evicted: Gauge<u64, AtomicU64>,
-    rate_limit_sketched: Gauge<u64, AtomicU64>,
     policy_generation: Gauge<u64, AtomicU64>,
-    fleet_calls: Family<OutcomeLabel, Counter>,
-    fleet_fallbacks: Family<FallbackLabels, Counter>,
-    fleet_latency: Histogram,
-    // Counted once the Web Bot Auth step of the request path builds the key directories.
-    key_directory_fetches: Family<OutcomeLabel, Counter>,
-    /// Cents charged (pay per crawl) and recorded in the ledger, per crawler.
-    crawler_charged_cents: Family<CrawlerLabel, Counter>,
+    /// The zone label of requests no zone served.
+    no_zone: Arc<str>,
+    /// Client connections: events that cut or refuse them, and what the caps count.
+    pub connections: crate::conncap::ConnectionMetrics,
+    /// The rate limiters' state.
+    pub rate_limits: crate::limits::RateLimitMetrics,
+    /// Fleet rate limits' Redis calls and fallbacks.
+    pub fleet: crate::fleet::FleetMetrics,
+    /// Cents charged (pay per crawl) and recorded in the ledger.
+    pub ledger: crate::ledger::LedgerMetrics,
     /// Requests of known crawlers to paths the origin's robots.txt disallows for them.
     robots_violations: Family<CrawlerLabel, Counter>,
     /// Known crawlers' requests in zones with crawl control, by crawler, behavior and action.
     crawl_requests: Family<CrawlLabels, Counter>,
-    /// The zone label of requests no zone served.
-    no_zone: Arc<str>,
     /// Origin HTML converted to Markdown.
     pub markdown: crate::markdown::MarkdownMetrics,
-    /// Who is asking: signatures checked, bots seen.
+    /// Who is asking: signatures checked, bots seen, and identification's background work.
     pub identity: crate::identify::IdentityMetrics,
     /// The zones' converted-page caches.
     pub markdown_cache: crate::markdown_cache::CacheMetrics,
-    reverse_dns_lookups: OutcomeCounter,
-    ip_list_refreshes: OutcomeCounter,
-}
-
-/// A counter by outcome that a background task keeps (a reverse DNS check, an IP list refresh):
-/// [`Metrics`] registers it; a test can make one of its own and read it back.
-#[derive(Clone, Debug, Default)]
-pub struct OutcomeCounter(Family<OutcomeLabel, Counter>);
-
-impl OutcomeCounter {
-    pub fn inc(&self, outcome: &'static str) {
-        self.0.get_or_create(&OutcomeLabel { outcome }).inc();
-    }
-
-    /// How many times `outcome` was counted.
-    #[cfg(test)]
-    pub fn get(&self, outcome: &'static str) -> u64 {
-        self.0.get_or_create(&OutcomeLabel { outcome }).get()
-    }
 }
 
 impl Metrics {
@@ -202,87 +127,19 @@ impl Metrics {
             "Policy reloads by outcome (ok, rejected)",
             reloads.clone(),
         );
-        let connections = ConnectionMetrics::register(&mut registry);
-        let rate_limit_keys = Gauge::default();
-        registry.register(
-            "rate_limit_keys",
-            "Keys currently tracked by the rate limiters",
-            rate_limit_keys.clone(),
-        );
-        let rate_limit_evicted = Gauge::default();
-        registry.register(
-            "rate_limit_evicted_keys",
-            "Keys not being limited that the rate limiters evicted, least recently seen first, \
-             to count new keys (since the rules' counters were created)",
-            rate_limit_evicted.clone(),
-        );
-        let rate_limit_sketched = Gauge::default();
-        registry.register(
-            "rate_limit_sketched_requests",
-            "Requests of new keys counted in a rule's fixed-size sketch because every slot held \
-             a key being limited (since the rules' counters were created)",
-            rate_limit_sketched.clone(),
-        );
         let policy_generation = Gauge::default();
         registry.register(
             "policy_generation",
             "How many policies this process has loaded",
             policy_generation.clone(),
         );
-        let fleet_calls = Family::<OutcomeLabel, Counter>::default();
-        registry.register(
-            "fleet_calls",
-            "Redis calls of fleet rate limits by outcome: allowed, refused (Redis answered), \
-             timeout, connection, error (it did not)",
-            fleet_calls.clone(),
-        );
-        let fleet_fallbacks = Family::<FallbackLabels, Counter>::default();
-        registry.register(
-            "fleet_fallbacks",
-            "Requests a fleet rate limit could not count in Redis, by cause and by the on_error \
-             action taken",
-            fleet_fallbacks.clone(),
-        );
-        let key_directory_fetches = Family::<OutcomeLabel, Counter>::default();
-        registry.register(
-            "key_directory_fetches",
-            "Web Bot Auth key directory fetches by outcome: ok, or why it failed (status, \
-             redirect, too_large, timeout, content_type, not_jwks, too_many_keys, \
-             private_address, dns, network, not_https)",
-            key_directory_fetches.clone(),
-        );
-        // 50 µs to ~100 ms: loopback to a distant Redis; the timeout is usually a few ms.
-        let fleet_latency = Histogram::new(exponential_buckets(0.000_05, 2.0, 12));
-        registry.register(
-            "fleet_call_seconds",
-            "Time of the Redis calls of fleet rate limits that Redis answered",
-            fleet_latency.clone(),
-        );
+        let connections = crate::conncap::ConnectionMetrics::register(&mut registry);
+        let rate_limits = crate::limits::RateLimitMetrics::register(&mut registry);
+        let fleet = crate::fleet::FleetMetrics::register(&mut registry);
+        let ledger = crate::ledger::LedgerMetrics::register(&mut registry);
         let markdown = crate::markdown::MarkdownMetrics::register(&mut registry);
         let identity = crate::identify::IdentityMetrics::register(&mut registry);
         let markdown_cache = crate::markdown_cache::CacheMetrics::register(&mut registry);
-        let reverse_dns_lookups = OutcomeCounter::default();
-        registry.register(
-            "reverse_dns_lookups",
-            "Forward-confirmed reverse DNS checks of client addresses by outcome: confirmed, \
-             unconfirmed (a name that does not resolve back), no_name, failed (timeout or \
-             resolver error), busy (not started: too many in flight)",
-            reverse_dns_lookups.0.clone(),
-        );
-        let ip_list_refreshes = OutcomeCounter::default();
-        registry.register(
-            "ip_list_refreshes",
-            "Refreshes of published bot IP lists by outcome: ok, fetch_failed, timeout, invalid \
-             (the last good list is kept on every failure)",
-            ip_list_refreshes.0.clone(),
-        );
-        let crawler_charged_cents = Family::<CrawlerLabel, Counter>::default();
-        registry.register(
-            "crawler_charged_cents",
-            "US cents charged to crawlers (pay per crawl) and recorded in the ledger, by crawler \
-             (catalog names; other for the rest)",
-            crawler_charged_cents.clone(),
-        );
         let robots_violations = Family::<CrawlerLabel, Counter>::default();
         registry.register(
             "robots_violations",
@@ -298,28 +155,21 @@ impl Metrics {
             crawl_requests.clone(),
         );
         Metrics {
-            crawler_charged_cents,
-            robots_violations,
-            crawl_requests,
-            markdown,
-            markdown_cache,
-            identity,
-            reverse_dns_lookups,
-            ip_list_refreshes,
             registry,
-            fleet_calls,
-            fleet_fallbacks,
-            fleet_latency,
-            key_directory_fetches,
             requests,
             upstream_latency,
             reloads,
-            connections,
-            rate_limit_keys,
-            rate_limit_evicted,
-            rate_limit_sketched,
             policy_generation,
             no_zone: Arc::from("-"),
+            connections,
+            rate_limits,
+            fleet,
+            ledger,
+            robots_violations,
+            crawl_requests,
+            markdown,
+            identity,
+            markdown_cache,
         }
     }
 
@@ -395,83 +245,8 @@ impl Metrics {
         }
     }
 
-    /// Counts one connection-level event; `event` is one of a fixed set of names, so the family
-    /// stays bounded.
-    pub fn observe_connection_event(&self, event: &'static str) {
-        self.connections
-            .events
-            .get_or_create(&EventLabel { event })
-            .inc();
-    }
-
-    /// The gauge of open client connections, which the connection cap keeps.
-    pub fn client_connections(&self) -> Gauge<i64, std::sync::atomic::AtomicI64> {
-        self.connections.open.clone()
-    }
-
-    /// The gauge of requests in flight to origins, which the in-flight cap keeps.
-    pub fn client_requests_in_flight(&self) -> Gauge<i64, std::sync::atomic::AtomicI64> {
-        self.connections.requests_in_flight.clone()
-    }
-
     pub fn observe_policy_loaded(&self) {
         self.policy_generation.inc();
-    }
-
-    pub fn set_rate_limit_state(&self, keys: usize, (evicted, sketched): (u64, u64)) {
-        self.rate_limit_keys
-            .set(i64::try_from(keys).unwrap_or(i64::MAX));
-        self.rate_limit_evicted.set(evicted);
-        self.rate_limit_sketched.set(sketched);
-    }
-
-    /// One Redis call of a fleet rule: its outcome, and its time when Redis answered.
-    pub fn observe_fleet_call(&self, outcome: &'static str, latency: Option<Duration>) {
-        self.fleet_calls
-            .get_or_create(&OutcomeLabel { outcome })
-            .inc();
-        if let Some(latency) = latency {
-            self.fleet_latency.observe(latency.as_secs_f64());
-        }
-    }
-
-    /// A request a fleet rule could not count in Redis.
-    pub fn observe_fleet_fallback(&self, cause: &'static str, action: &'static str) {
-        self.fleet_fallbacks
-            .get_or_create(&FallbackLabels { cause, action })
-            .inc();
-    }
-
-    /// The counter the reverse DNS checks of verified bots keep (`crate::rdns`).
-    pub fn reverse_dns_lookups(&self) -> OutcomeCounter {
-        self.reverse_dns_lookups.clone()
-    }
-
-    /// The counter the refreshes of published IP lists keep (`crate::iplists`).
-    pub fn ip_list_refreshes(&self) -> OutcomeCounter {
-        self.ip_list_refreshes.clone()
-    }
-
-    /// One finished key directory fetch (the `keydir` module's observer).
-    #[cfg(test)]
-    pub fn observe_key_directory_fetch(&self, outcome: &'static str) {
-        self.key_directory_fetches
-            .get_or_create(&OutcomeLabel { outcome })
-            .inc();
-    }
-
-    /// The counter key directory fetches keep (`crate::keydir`).
-    pub fn key_directory_fetches(&self) -> OutcomeCounter {
-        OutcomeCounter(self.key_directory_fetches.clone())
-    }
-
-    /// A charge recorded in the ledger, by the crawler's catalog name.
-    pub fn observe_crawler_charged(&self, crawler: &Arc<str>, cents: u64) {
-        self.crawler_charged_cents
-            .get_or_create(&CrawlerLabel {
-                crawler: Arc::clone(crawler),
-            })
-            .inc_by(cents);
     }
 
     /// A request of a known crawler to a path robots.txt disallows for it.

@@ -135,8 +135,8 @@ impl ProxyHttp for Edge {
         crate::malformed::answer_unreadable(
             session,
             error,
-            &loaded,
-            &self.metrics,
+            loaded.policy.problem_branding(),
+            &self.metrics.connections,
             &self.unreadable_log,
         )
         .await;
@@ -147,7 +147,7 @@ impl ProxyHttp for Edge {
     /// closes it; the edge counts it. Logged at debug level only (idle closes are how every
     /// browser's connection ends), within a budget so that a flood cannot flood the log.
     fn idle_timeout_closed(&self, session: &pingora::protocols::http::ServerSession) {
-        self.metrics.observe_connection_event("idle_timeout");
+        self.metrics.connections.event("idle_timeout");
         if tracing::enabled!(tracing::Level::DEBUG) && self.idle_log.allow() {
             let client = session
                 .client_addr()
@@ -243,7 +243,7 @@ impl ProxyHttp for Edge {
         if elapsed > limits.body_timeout {
             let floor = limits.body_min_rate as f64 * elapsed.as_secs_f64();
             if (ctx.body_bytes as f64) < floor {
-                self.metrics.observe_connection_event("body_timeout");
+                self.metrics.connections.event("body_timeout");
                 return Error::e_explain(BODY_TOO_SLOW, "request body slower than body_min_rate");
             }
         }
@@ -395,7 +395,7 @@ impl ProxyHttp for Edge {
         // its request: it is counted and logged as what it is.
         let client_event = e.and_then(crate::rescue::client_event);
         if let Some(event) = client_event {
-            self.metrics.observe_connection_event(event);
+            self.metrics.connections.event(event);
             self.hold_cancelled(ctx, now);
         }
         // A body that stopped arriving (408) is counted as the too-slow one is (`body_filter`).
@@ -596,7 +596,7 @@ impl Edge {
                 None
             }
             None => {
-                self.metrics.observe_connection_event("too_many_in_flight");
+                self.metrics.connections.event("too_many_in_flight");
                 if self.in_flight_log.allow() {
                     tracing::warn!(
                         ray_id = %ctx.ray_id,
@@ -740,7 +740,7 @@ impl Edge {
         origin_override: Option<Origin>,
         metrics: Arc<Metrics>,
     ) -> Edge {
-        let in_flight_gauge = metrics.client_requests_in_flight();
+        let in_flight_gauge = metrics.connections.requests_in_flight();
         Edge {
             policy,
             origin_override,

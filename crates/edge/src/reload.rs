@@ -73,7 +73,7 @@ impl Loaded {
                 .filter(|i| i.config() == config);
             let identifier = match kept {
                 Some(i) => Some(Arc::clone(i)),
-                None => crate::identify::Identifier::start(config, metrics)
+                None => crate::identify::Identifier::start(config, &metrics.identity)
                     .map_err(|e| {
                         tracing::error!(
                             "cannot identify requests, every signature reads unverified: {e}"
@@ -139,15 +139,26 @@ impl Loaded {
         let mut count = decision.count_in_fleet();
         while let Some(check) = count.next_check() {
             let verdict = match &self.fleet {
-                Some(fleet) => fleet.count(check, metrics).await,
+                Some(fleet) => fleet.count(check, &metrics.fleet).await,
                 None => {
                     let action = self.policy.redis().map_or(OnError::Local, |r| r.on_error);
-                    metrics.observe_fleet_fallback("connection", action.as_str());
+                    metrics.fleet.fallback("connection", action.as_str());
                     check.fallback(action, Instant::now())
                 }
             };
             count.answer(verdict);
         }
+    }
+}
+
+/// The connection cap reads the policy loaded now, per connection.
+impl crate::conncap::ConnectionPolicy for ArcSwap<Loaded> {
+    fn connections(&self) -> signpost_policy::Connections {
+        *self.load().policy.connections()
+    }
+
+    fn is_trusted_proxy(&self, peer: std::net::IpAddr) -> bool {
+        self.load().policy.is_trusted_proxy(peer)
     }
 }
 
@@ -175,7 +186,7 @@ fn ledger_of(
         rotate_every: Some(config.rotate_every),
         ..Default::default()
     };
-    crate::ledger::Ledger::open(&config.dir, options, Some(Arc::clone(metrics)))
+    crate::ledger::Ledger::open(&config.dir, options, Some(metrics.ledger.clone()))
         .map(|l| Some(Arc::new(l)))
         .map_err(|e| {
             signpost_policy::PolicyError::single(signpost_policy::Problem {

@@ -1,9 +1,11 @@
 //! Assembling the Pingora server: the edge's listeners, the admin listener, the reloader.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::Context;
 use arc_swap::ArcSwap;
+use clap::ValueEnum;
 use pingora::server::Server;
 use pingora::server::configuration::ServerConf;
 use pingora::services::background::background_service;
@@ -15,7 +17,38 @@ use crate::conncap::Capped;
 use crate::metrics::Metrics;
 use crate::pipeline::Edge;
 use crate::reload::{Loaded, Reloader};
-use crate::{LogFormat, RunArgs};
+
+#[derive(clap::Args, Debug)]
+pub struct RunArgs {
+    /// The policy file (TOML).
+    #[arg(long, short = 'c', env = "SIGNPOST_CONFIG")]
+    pub config: PathBuf,
+    /// Listen on this address instead of the policy's listeners (repeatable).
+    #[arg(long)]
+    pub listen: Vec<String>,
+    /// Send every zone's traffic to this origin instead of the policy's: `host:port`,
+    /// `http://host[:port]` or `https://host[:port]`, as a zone's `origin` is written.
+    #[arg(long)]
+    pub origin: Option<signpost_policy::Origin>,
+    /// Also reload when the policy file changes (it is always reloaded on SIGHUP).
+    #[arg(long)]
+    pub watch: bool,
+    /// Log format: human-readable lines, or one JSON object per line.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Seconds to keep serving in-flight requests after SIGTERM before exiting.
+    #[arg(long, default_value_t = 5)]
+    pub grace_period: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
 
 /// `signpost run`: load the policy, bind every listener, serve until SIGTERM (graceful: in-flight
 /// requests finish during the grace period) or SIGINT (immediate).
@@ -69,7 +102,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     options.h2_idle_timeout = Some(policy.load().policy.connections().idle_timeout);
     app.server_options = Some(options);
     // Every client connection passes the per-client cap first.
-    let capped = Capped::new(app, policy.clone(), metrics.clone());
+    let capped = Capped::new(app, policy.clone(), metrics.connections.clone());
     let mut proxy = Service::new("signpost edge".to_string(), capped);
     for Listener { addr, tls } in &listeners {
         match tls {

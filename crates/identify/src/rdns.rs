@@ -21,7 +21,7 @@
 use std::collections::HashSet;
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroUsize;
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use hickory_resolver::TokioResolver;
@@ -30,7 +30,7 @@ use hickory_resolver::net::runtime::TokioRuntimeProvider;
 use hickory_resolver::proto::rr::{Name, RData, RecordType};
 use lru::LruCache;
 
-use crate::metrics::OutcomeCounter;
+use crate::OutcomeCounter;
 
 /// How many of an address's PTR names are checked forward: real crawlers have one; a reverse
 /// zone listing hundreds must not buy an attacker hundreds of lookups.
@@ -132,24 +132,6 @@ pub struct ReverseDns {
     lookups: OutcomeCounter,
 }
 
-/// The runtime that runs the verified-bot checks in the background (reverse DNS, IP list
-/// refreshes): shared by the process and never dropped, so that a check started from any
-/// request, or from a test without a runtime, has somewhere to run, and a policy reload cannot
-/// drop it under a running check.
-pub(crate) fn runtime() -> Option<&'static tokio::runtime::Runtime> {
-    static RT: OnceLock<Option<tokio::runtime::Runtime>> = OnceLock::new();
-    RT.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("signpost-verify")
-            .enable_all()
-            .build()
-            .map_err(|e| tracing::error!("cannot start the bot verification runtime: {e}"))
-            .ok()
-    })
-    .as_ref()
-}
-
 impl ReverseDns {
     /// A resolver for `config`, counting its checks in `lookups`
     /// (`signpost_reverse_dns_lookups_total{outcome}`).
@@ -184,7 +166,9 @@ impl ReverseDns {
         if !state.in_flight.contains(&ip) {
             if state.in_flight.len() >= self.config.max_in_flight {
                 self.lookups.inc("busy");
-            } else if let (Some(rt), Some(resolver)) = (runtime(), self.resolver.clone()) {
+            } else if let (Some(rt), Some(resolver)) =
+                (crate::runtime::runtime(), self.resolver.clone())
+            {
                 state.in_flight.insert(ip);
                 let this = Arc::clone(self);
                 rt.spawn(async move {
@@ -264,7 +248,7 @@ impl Drop for InFlight<'_> {
 }
 
 fn build_resolver(config: &ReverseDnsConfig) -> Result<TokioResolver, String> {
-    let rt = runtime().ok_or("no runtime")?;
+    let rt = crate::runtime::runtime().ok_or("no runtime")?;
     // The resolver spawns its connections' tasks on the runtime it is built in.
     let _guard = rt.enter();
     let mut builder = match &config.nameservers {

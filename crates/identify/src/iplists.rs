@@ -24,7 +24,7 @@ use ipnet::{IpNet, Ipv4Net};
 use prefix_trie::joint::JointPrefixSet;
 use url::Url;
 
-use crate::metrics::OutcomeCounter;
+use crate::OutcomeCounter;
 
 /// How the body of a list is fetched: the edge's bounded HTTPS client, or a test's.
 #[async_trait]
@@ -327,7 +327,7 @@ impl IpLists {
             table: ArcSwapOption::empty(),
             task: Mutex::new(None),
         });
-        let Some(rt) = crate::rdns::runtime() else {
+        let Some(rt) = crate::runtime::runtime() else {
             self.refreshes.inc("fetch_failed");
             return list;
         };

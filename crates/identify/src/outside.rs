@@ -1,5 +1,5 @@
-//! One bounded HTTPS fetch for everything the edge fetches from outside (Web Bot Auth key
-//! directories now, published IP lists later).
+//! One bounded HTTPS fetch for everything identification fetches from outside (Web Bot Auth key
+//! directories, published IP lists).
 //!
 //! What the URL comes from is often a request (a `Signature-Agent` names any host), so every
 //! fetch is bounded: `https` only; no redirects (a 3xx is an error: the draft forbids following
@@ -10,8 +10,6 @@
 //! to exactly the checked addresses, so a rebinding DNS cannot swap them) and on literal-IP URLs,
 //! unless the operator allows private addresses. Environment proxies are ignored, since one
 //! would make the address check meaningless.
-
-// The Web Bot Auth step of the request path uses this; until it is wired, only tests do.
 
 use std::error::Error as _;
 use std::fmt;

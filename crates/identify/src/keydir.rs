@@ -11,7 +11,11 @@
 //! `KeyDirConfig::max_ttl`] (`min_ttl` when absent, or `no-store`/`no-cache`); a failed fetch
 //! never evicts what was fetched before (stale keys keep verifying) and is retried after a backoff
 //! doubling from `retry_min` to `retry_max` (5 min, the draft's bound on negative caching); a
-//! fetched directory without a key removes it. A fetch fails on a non-200 status, a redirect, a
+//! fetched directory without a key removes it. A key an agent newly publishes is used before its
+//! directory goes stale: a signature whose `keyid` the cached directory does not list starts a
+//! refetch of that directory, at most one per [`UNKNOWN_KEY_REFETCH_INTERVAL`] since the
+//! directory was last asked (the request itself reads `KeyNotInDirectory` meanwhile, as before),
+//! so a flood of invented keyids costs the agent one fetch per interval. A fetch fails on a non-200 status, a redirect, a
 //! body over `max_body_bytes`, the deadline, a refused address (see `outside`), a JWKS that does
 //! not parse or has more than `max_keys` Ed25519 keys, or a content type that is not JSON: the
 //! draft names `application/http-message-signatures-directory+json`, and `application/json`
@@ -24,8 +28,6 @@
 //! flood of invented directories can neither grow the table nor push out agents already known.
 //! At most `max_in_flight` fetches at once; a lookup beyond that starts none and answers from
 //! the cache (`Pending` for a directory never fetched). Keys per directory: `max_keys`.
-
-// The Web Bot Auth step of the request path uses this; until it is wired, only tests do.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,6 +42,12 @@ use crate::outside::{Fetched, Outside};
 
 const DIRECTORY_MEDIA_TYPE: &str = "application/http-message-signatures-directory+json";
 
+/// The shortest time between two fetches of one directory when a fresh cached copy does not
+/// list a signature's `keyid`: short enough that a rotated key verifies within half a minute of
+/// the agent publishing it, long enough that invented keyids cannot make the edge a fetcher for
+/// hire (docs/policy.md, "Key directories").
+pub const UNKNOWN_KEY_REFETCH_INTERVAL: Duration = Duration::from_secs(30);
+
 /// Called once per finished fetch with its outcome (`ok`, or the failure's name), for metrics.
 pub type FetchObserver = Arc<dyn Fn(&'static str) + Send + Sync>;
 
@@ -53,6 +61,8 @@ pub struct KeyDirConfig {
     pub max_directories: usize,
     pub max_keys: usize,
     pub max_in_flight: usize,
+    /// See [`UNKNOWN_KEY_REFETCH_INTERVAL`].
+    pub unknown_key_refetch: Duration,
     pub observer: Option<FetchObserver>,
 }
 
@@ -66,6 +76,7 @@ impl Default for KeyDirConfig {
             max_directories: 1000,
             max_keys: 64,
             max_in_flight: 16,
+            unknown_key_refetch: UNKNOWN_KEY_REFETCH_INTERVAL,
             observer: None,
         }
     }
@@ -90,6 +101,9 @@ struct Entry {
     retry_at: Instant,
     failures: u32,
     fetching: bool,
+    /// When the last fetch started: a refetch for an unknown keyid waits
+    /// `unknown_key_refetch` from here.
+    asked_at: Instant,
     last_used: Instant,
 }
 
@@ -150,9 +164,17 @@ impl KeyDirectories {
                 None => KeyLookup::Pending,
             };
             let stale = entry.keys.is_none() || now >= entry.fresh_until;
-            fetch = stale && !entry.fetching && now >= entry.retry_at && self.reserve_fetch();
+            // A fresh directory that does not list the key may have been updated since: the
+            // agent rotated its key. Asked again, but not more often than the interval.
+            let unknown_key = answer == KeyLookup::KeyNotInDirectory
+                && now >= entry.asked_at + self.config.unknown_key_refetch;
+            fetch = (stale || unknown_key)
+                && !entry.fetching
+                && now >= entry.retry_at
+                && self.reserve_fetch();
             if fetch {
                 entry.fetching = true;
+                entry.asked_at = now;
             }
         } else {
             if table.len() >= self.config.max_directories && !make_room(&mut table) {
@@ -169,6 +191,7 @@ impl KeyDirectories {
                     retry_at: now,
                     failures: 0,
                     fetching: true,
+                    asked_at: now,
                     last_used: now,
                 },
             );
@@ -193,7 +216,7 @@ impl KeyDirectories {
     fn spawn_fetch(self: &Arc<Self>, url: String) {
         // The process's runtime for outside work, not the request's: a fetch outlives the
         // request that started it, and never takes a request thread's time.
-        let Some(runtime) = crate::rdns::runtime() else {
+        let Some(runtime) = crate::runtime::runtime() else {
             self.finish(&url, Err("no_runtime"));
             return;
         };
@@ -616,6 +639,54 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn an_unknown_keyid_refetches_a_fresh_directory_and_a_failed_refetch_keeps_its_keys() {
+        // Fresh for a day, as the draft's example directory says.
+        let server = DirectoryServer::start(directory(&[KEY_A])).await;
+        let s = setup(&server, true, |c| c.unknown_key_refetch = Duration::ZERO);
+        let agent = server.agent();
+        let (a, b) = (jwk_thumbprint(&KEY_A), jwk_thumbprint(&KEY_B));
+        s.dirs.lookup(&agent, &a);
+        assert_eq!(s.settled(&agent, &a).await, KeyLookup::Found(KEY_A));
+        // The agent rotates: B is published; the request signed with it is not made to wait.
+        server.set(directory(&[KEY_A, KEY_B]));
+        assert_eq!(s.dirs.lookup(&agent, &b), KeyLookup::KeyNotInDirectory);
+        assert_eq!(s.settled(&agent, &b).await, KeyLookup::Found(KEY_B));
+        assert_eq!(server.requests(), 2, "one refetch, long before max-age");
+        // A refetch that fails keeps the keys fetched before.
+        server.set(Answer::Status(503));
+        let c = jwk_thumbprint(&[11; 32]);
+        assert_eq!(s.dirs.lookup(&agent, &c), KeyLookup::KeyNotInDirectory);
+        assert_eq!(s.settled(&agent, &a).await, KeyLookup::Found(KEY_A));
+        assert_eq!(s.dirs.lookup(&agent, &b), KeyLookup::Found(KEY_B));
+        assert_eq!(s.outcomes(), vec!["ok", "ok", "status"]);
+    }
+
+    #[tokio::test]
+    async fn a_flood_of_unknown_keyids_asks_the_directory_once_per_interval() {
+        let server = DirectoryServer::start(directory(&[KEY_A])).await;
+        let s = setup(&server, true, |c| {
+            c.unknown_key_refetch = Duration::from_secs(3600);
+        });
+        let agent = server.agent();
+        let a = jwk_thumbprint(&KEY_A);
+        s.dirs.lookup(&agent, &a);
+        assert_eq!(s.settled(&agent, &a).await, KeyLookup::Found(KEY_A));
+        for i in 0..2_000u32 {
+            let invented = format!("invented-{i}");
+            assert_eq!(
+                s.dirs.lookup(&agent, &invented),
+                KeyLookup::KeyNotInDirectory
+            );
+        }
+        assert_eq!(s.settled(&agent, &a).await, KeyLookup::Found(KEY_A));
+        assert_eq!(
+            server.requests(),
+            1,
+            "the interval since the last fetch holds"
+        );
+    }
+
+    #[tokio::test]
     async fn private_addresses_are_refused_unless_allowed() {
         let server = DirectoryServer::start(directory(&[KEY_A])).await;
         let s = setup(&server, false, |_| {});
@@ -668,18 +739,18 @@ mod tests {
 
     #[tokio::test]
     async fn fetch_outcomes_reach_the_metrics() {
-        let metrics = Arc::new(crate::metrics::Metrics::new());
+        let mut registry = prometheus_client::registry::Registry::with_prefix("signpost");
+        let metrics = crate::IdentityMetrics::register(&mut registry);
         let server = DirectoryServer::start(Answer::Redirect).await;
-        let counted = metrics.clone();
+        let counted = metrics.key_directory_fetches.clone();
         let s = setup(&server, true, move |c| {
-            c.observer = Some(Arc::new(move |outcome| {
-                counted.observe_key_directory_fetch(outcome)
-            }))
+            c.observer = Some(Arc::new(move |outcome| counted.inc(outcome)))
         });
         let agent = server.agent();
         s.dirs.lookup(&agent, "k");
         assert_eq!(s.settled(&agent, "k").await, KeyLookup::Unreachable);
-        let exposition = metrics.encode();
+        let mut exposition = String::new();
+        prometheus_client::encoding::text::encode(&mut exposition, &registry).unwrap();
         assert!(
             exposition.contains("signpost_key_directory_fetches_total{outcome=\"redirect\"} 1"),
             "{exposition}"
