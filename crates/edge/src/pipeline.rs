@@ -400,7 +400,7 @@ impl ProxyHttp for Edge {
         }
         // A body that stopped arriving (408) is counted as the too-slow one is (`body_filter`).
         if e.is_some_and(crate::rescue::is_stalled_body) {
-            self.metrics.observe_connection_event("body_timeout");
+            self.metrics.connections.event("body_timeout");
         }
         let duration = now.saturating_duration_since(ctx.started);
         let zone = ctx
