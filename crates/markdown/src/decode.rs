@@ -6,7 +6,7 @@ use std::io::Read;
 
 use encoding_rs::Encoding;
 
-use crate::Error;
+use crate::options::Error;
 
 /// At most this many codings are undone (`Content-Encoding: gzip, br` is two). Real origins send
 /// one; the cap keeps a hostile header from stacking work.

@@ -13,7 +13,7 @@ use html5ever::{Attribute, LocalName, QualName, local_name, ns};
 use markup5ever_rcdom::{Handle, Node, NodeData};
 use url::Url;
 
-use crate::{Error, LinkForm, MAX_JSON_LD_BLOCKS, MAX_TREE_DEPTH};
+use crate::options::{Error, LinkForm, MAX_JSON_LD_BLOCKS, MAX_TREE_DEPTH};
 
 /// What the walk found.
 #[derive(Default, Debug)]
@@ -71,7 +71,7 @@ pub fn walk_with(
         if let NodeData::Element { name, attrs, .. } = &node.data {
             // htmd writes the content of both verbatim (see `is_pre` in its walker).
             in_pre |= matches!(name.local, local_name!("pre") | local_name!("code"));
-            if !in_pre && wrapper_parent(&name.local) && crate::reduce_tree() {
+            if !in_pre && wrapper_parent(&name.local) && crate::options::reduce_tree() {
                 unwrap_block_wrappers(&node);
             }
             if !in_pre {
@@ -757,7 +757,7 @@ fn parent_of(node: &Handle) -> Option<Handle> {
 /// `<code>`s (2.8 MB) took 4.4 s. The same joins made here in one pass leave it none to make.
 /// `<ol>` is left as it is: htmd writes its children without joining them.
 pub(crate) fn join_inline_runs(parent: &Handle) {
-    if !crate::reduce_tree()
+    if !crate::options::reduce_tree()
         || matches!(&parent.data, NodeData::Element { name, .. } if name.local == local_name!("ol"))
     {
         return;

@@ -30,7 +30,7 @@ use html5ever::tree_builder::{TreeBuilder, TreeBuilderOpts};
 use html5ever::{LocalName, TokenizerResult, local_name};
 use markup5ever_rcdom::{Handle, RcDom};
 
-use crate::{Error, Limits, PARSE_CHUNK_BYTES};
+use crate::options::{Error, Limits, PARSE_CHUNK_BYTES};
 
 /// Attribute values longer than this are dropped (a `data:` image or a tracking blob in an
 /// `href`); a link or image without its URL still leaves its text.
@@ -589,7 +589,7 @@ impl TokenSink for Filter {
             // Comments are not read by the converter, and parse errors are not reported.
             Token::CommentToken(_) | Token::ParseError(_) => TokenSinkResult::Continue,
             _ if self.state.borrow().skipping.is_some() => TokenSinkResult::Continue,
-            Token::CharacterTokens(text) if crate::reduce_tree() => self.hold_text(text),
+            Token::CharacterTokens(text) if crate::options::reduce_tree() => self.hold_text(text),
             other => self.forward(other, line),
         }
     }

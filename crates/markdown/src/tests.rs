@@ -398,9 +398,9 @@ fn single_trailing_spaces_go_but_hard_breaks_and_code_stay() {
 fn reduced_and_unreduced(html: &str) -> (String, String) {
     let url = Url::parse("https://docs.example/a/b.html").ok();
     let reduced = convert_html(html, url.as_ref(), &Limits::default()).unwrap();
-    UNREDUCED.with(|u| u.set(true));
+    crate::options::UNREDUCED.with(|u| u.set(true));
     let unreduced = convert_html(html, url.as_ref(), &Limits::default());
-    UNREDUCED.with(|u| u.set(false));
+    crate::options::UNREDUCED.with(|u| u.set(false));
     (reduced, unreduced.unwrap())
 }
 
