@@ -313,6 +313,9 @@ mod catalog_coverage {
             Code::ORIGIN_TIMEOUT,
             Code::ORIGIN_SSL_HANDSHAKE_FAILED,
             Code::ORIGIN_INVALID_CERT,
+            // Crawl control's refusals.
+            signpost_policy::BLOCK_CODE,
+            signpost_policy::PAYMENT_REQUIRED_CODE,
         ];
         for code in codes {
             assert!(
