@@ -5,7 +5,9 @@
 //!   the edge and bound to the zone and the client, so that an answer cannot be prepared before
 //!   it exists nor replayed from another client, and a flood of challenges costs no memory.
 //!   [`KeyRing::check_solution`] checks the page's proof of work with one hash;
-//!   [`KeyRing::check_wait`] is the no-JavaScript fallback (a timed refresh).
+//!   [`KeyRing::check_wait`] is the no-JavaScript fallback (a timed refresh);
+//!   [`KeyRing::redeem`] does either for the edge's endpoints ([`Endpoint`]) and says what to
+//!   answer.
 //! - [`KeyRing::issue_clearance`] makes the **clearance** cookie a solved challenge earns;
 //!   [`KeyRing::verify_clearance`] checks it on every request: statelessly, in constant time,
 //!   without allocating (0.3 µs of CPU with SHA extensions; `benches/clearance.rs`,
@@ -68,6 +70,7 @@ mod keys;
 mod lang;
 mod page;
 mod pow;
+mod redeem;
 mod token;
 
 pub use agent::{ACCEPT_SIGNATURE, CF_MITIGATED, accept_signature};
@@ -84,6 +87,7 @@ pub use page::{
     Page, PageInput, SCRIPT, STATUS, STYLE, WORKER, content_security_policy, escape_into, render,
 };
 pub use pow::{Difficulty, Solved, TOKEN_LEN, meets, work_hash};
+pub use redeem::{Endpoint, Redeemed};
 pub use token::{
     DEFAULT_CHALLENGE_TTL, DEFAULT_CLEARANCE_TTL, DEFAULT_FALLBACK_DELAY,
     DEFAULT_WAIT_CLEARANCE_TTL, Method, Rejected, Settings,

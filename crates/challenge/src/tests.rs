@@ -463,6 +463,13 @@ proptest! {
         prop_assert!(ring.check_wait(&token, &v, &settings, NOW + 60).is_err());
         prop_assert!(ring.check_wait(shaped.as_bytes(), &v, &settings, NOW + 60).is_err());
         let _ = Submission::parse(&token);
+        for endpoint in [Endpoint::Verify, Endpoint::Wait] {
+            let redeemed = ring.redeem(endpoint, &token, &v, &settings, NOW + 60, true);
+            prop_assert!(
+                matches!(redeemed, Redeemed::Refused { ref return_to, .. } if return_path(return_to).is_some()),
+                "{redeemed:?}"
+            );
+        }
         let _ = Lang::from_accept_language(Some(&token));
     }
 

@@ -210,3 +210,134 @@ fn the_page_solver_answers_what_the_edge_accepts() {
         }
     }
 }
+
+/// Runs the page's script with the page's own data against a stand-in DOM: `document` holds the
+/// rendered form's values, `Worker` runs the worker's source (from the blob the script makes) in
+/// a scope of its own, messages cross asynchronously. Prints what the script did: the nonce it
+/// submitted, the live region's last text, whether the fallback was shown.
+const PAGE_HARNESS: &str = r#"
+const fs = require("fs");
+const [dataFile, mode] = process.argv.slice(2);
+const data = JSON.parse(fs.readFileSync(dataFile, "utf8"));
+const said = [];
+const status = { set textContent(t) { said.push(t); }, get textContent() { return said[said.length - 1]; } };
+const fallback = { hidden: true };
+const form = {
+  dataset: data.dataset,
+  elements: { token: { value: data.token }, nonce: { value: "" } },
+  submit() {
+    console.log(JSON.stringify({ submitted: form.elements.nonce.value, said, fallbackShown: !fallback.hidden }));
+    process.exit(0);
+  },
+};
+const elements = {
+  "challenge-form": form,
+  "challenge-status": status,
+  "challenge-fallback": fallback,
+  "challenge-worker": { textContent: data.worker },
+};
+globalThis.document = { getElementById: (id) => elements[id] || null, documentElement: { lang: data.lang } };
+const blobs = new Map();
+globalThis.Blob = class { constructor(parts) { this.text = parts.join(""); } };
+globalThis.URL = { createObjectURL(blob) { const url = "blob:" + blobs.size; blobs.set(url, blob.text); return url; } };
+globalThis.Worker = class {
+  constructor(url) {
+    if (mode === "no-worker") throw new Error("workers are blocked");
+    const scope = {
+      crypto: globalThis.crypto,
+      postMessage: (m) => setImmediate(() => this.onmessage && this.onmessage({ data: m })),
+    };
+    new Function("self", blobs.get(url))(scope);
+    this.scope = scope;
+  }
+  postMessage(m) { setImmediate(() => this.scope.onmessage({ data: m })); }
+  terminate() {}
+};
+new Function(data.script)();
+if (mode === "no-worker") {
+  console.log(JSON.stringify({ submitted: null, said, fallbackShown: !fallback.hidden }));
+}
+"#;
+
+/// The page's own script, with its own data, drives the worker to an answer, puts it in the
+/// form and submits; the edge accepts what it submitted. Without workers, it shows the fallback.
+#[test]
+fn the_page_script_submits_an_answer_the_edge_accepts() {
+    let Some(node) = node() else { return };
+    let ring = KeyRing::new(Key::new(1, &[7; 32]).unwrap(), None).unwrap();
+    let settings = Settings::default();
+    let visitor = Visitor {
+        zone: "shop.example",
+        addr: "192.0.2.10".parse().unwrap(),
+        user_agent: b"Mozilla/5.0",
+    };
+    let now = 1_800_000_000;
+    let difficulty = Difficulty::new(3).unwrap();
+    let token = ring.issue_challenge(&visitor, &settings, difficulty, now, [9; 16]);
+    let page = render(&PageInput {
+        lang: Lang::De,
+        host: "shop.example",
+        branding: "",
+        footer: "",
+        ray_id: "r",
+        token: &token,
+        difficulty,
+        return_to: "/",
+        body_not_resent: false,
+        fallback_delay_secs: 10,
+    });
+    let doc = Html::parse_document(&page.html);
+    let one = |css: &str| {
+        doc.select(&Selector::parse(css).unwrap())
+            .next()
+            .unwrap_or_else(|| panic!("{css}"))
+    };
+    let form = one("form#challenge-form");
+    let dataset: serde_json::Map<String, serde_json::Value> =
+        ["difficulty", "progress", "solved", "failed"]
+            .into_iter()
+            .map(|k| {
+                (
+                    k.to_owned(),
+                    form.attr(&format!("data-{k}")).unwrap().into(),
+                )
+            })
+            .collect();
+    let data = serde_json::json!({
+        "dataset": dataset,
+        "token": one("input[name=token]").attr("value").unwrap(),
+        "worker": one("script#challenge-worker").text().collect::<String>(),
+        "script": one("script:not([type])").text().collect::<String>(),
+        "lang": one("html").attr("lang").unwrap(),
+    });
+    let scratch = Scratch::new("page");
+    let data_file = scratch.file("data.json", data.to_string().as_bytes());
+    let harness = scratch.file("page-harness.js", PAGE_HARNESS.as_bytes());
+
+    let out = run(node, &harness, &[data_file.to_str().unwrap(), "worker"]);
+    let result: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let nonce = result["submitted"].as_str().unwrap();
+    assert!(
+        ring.check_solution(
+            token.as_bytes(),
+            nonce.as_bytes(),
+            &visitor,
+            &settings,
+            now + 1
+        )
+        .is_ok(),
+        "the edge refused the page's answer {nonce}"
+    );
+    let said = result["said"].as_array().unwrap();
+    assert_eq!(
+        said.last().and_then(|s| s.as_str()),
+        Some(Lang::De.strings().solved)
+    );
+    assert_eq!(result["fallbackShown"], false);
+
+    let out = run(node, &harness, &[data_file.to_str().unwrap(), "no-worker"]);
+    let result: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(result["submitted"], serde_json::Value::Null);
+    assert_eq!(result["fallbackShown"], true);
+    assert_eq!(result["said"][0], Lang::De.strings().failed);
+}
