@@ -32,29 +32,53 @@ pub const CRAWLER_ERROR: &str = "crawler-error";
 /// What the origin is told of pay per crawl, as Cloudflare tells it.
 pub const PAY_PER_CRAWL: &str = "cf-pay-per-crawl";
 
-/// On a zone with crawl control, tells the origin whether this request is one it may price
-/// (`pricing=in-band`: a crawler's payment intent goes with it, and the origin's own
-/// `crawler-price` sets the page's price) or one pay per crawl does not concern
-/// (`pricing=bypass`), in Cloudflare's `cf-pay-per-crawl` header; a client's copy never reaches
-/// the origin.
-pub fn add_origin_header(upstream: &mut pingora::http::RequestHeader, ctx: &RequestCtx) {
-    if ctx.zone().is_none_or(|z| z.crawl.is_none()) {
-        return;
-    }
-    upstream.remove_header(PAY_PER_CRAWL);
-    let pricing = if ctx.crawl.as_ref().is_some_and(|c| c.charges()) {
-        "protocol=cloudflare, pricing=in-band"
-    } else {
-        "protocol=cloudflare, pricing=bypass"
-    };
-    let _ = upstream.insert_header(PAY_PER_CRAWL, pricing);
+/// What the origin is told of pay per crawl on a zone with crawl control.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OriginPricing {
+    /// A crawler's payment intent goes with the request, and the origin's own `crawler-price`
+    /// sets the page's price.
+    InBand,
+    /// Pay per crawl does not concern this request.
+    Bypass,
 }
 
-/// On a zone with crawl control, the origin's `crawler-price` is an instruction to the edge:
-/// it reaches the client only on the edge's own 402s, as on Cloudflare.
-pub fn strip_origin_price(response: &mut ResponseHeader, ctx: &RequestCtx) {
-    if ctx.zone().is_some_and(|z| z.crawl.is_some()) {
-        response.remove_header(CRAWLER_PRICE);
+impl OriginPricing {
+    /// On a zone with crawl control (`controls`), what the origin is told of the request crawl
+    /// control made `step` of; `None` on a zone without it.
+    pub fn of(controls: bool, step: Option<&signpost_policy::CrawlStep>) -> Option<OriginPricing> {
+        controls.then(|| match step {
+            Some(step) if step.charges() => OriginPricing::InBand,
+            _ => OriginPricing::Bypass,
+        })
+    }
+}
+
+/// On a zone with crawl control, tells the origin whether this request is one it may price
+/// (`pricing=in-band`) or one pay per crawl does not concern (`pricing=bypass`), in
+/// Cloudflare's `cf-pay-per-crawl` header; a client's copy never reaches the origin.
+pub fn add_origin_header(
+    upstream: &mut pingora::http::RequestHeader,
+    pricing: Option<OriginPricing>,
+) {
+    let Some(pricing) = pricing else { return };
+    upstream.remove_header(PAY_PER_CRAWL);
+    let value = match pricing {
+        OriginPricing::InBand => "protocol=cloudflare, pricing=in-band",
+        OriginPricing::Bypass => "protocol=cloudflare, pricing=bypass",
+    };
+    let _ = upstream.insert_header(PAY_PER_CRAWL, value);
+}
+
+/// On a zone with crawl control, the origin's pay-per-crawl headers never reach the client as
+/// the origin sent them: its `crawler-price` is an instruction to the edge (a client sees a
+/// price only on the edge's own 402s, as on Cloudflare), and a `crawler-charged` or
+/// `crawler-error` the edge did not write would be a receipt, or a refusal, that is not in the
+/// ledger. `charged`: the edge charged this response (its own `crawler-charged` stays).
+pub fn strip_origin_receipts(response: &mut ResponseHeader, charged: bool) {
+    response.remove_header(CRAWLER_PRICE);
+    response.remove_header(CRAWLER_ERROR);
+    if !charged {
+        response.remove_header(CRAWLER_CHARGED);
     }
 }
 
@@ -91,23 +115,24 @@ pub static LEDGER_LOG: LogBudget = LogBudget::new();
 
 /// The response half of pay per crawl, on the origin's response head: for a request that
 /// forwarded a payment intent, charges (recorded first), lets the response go uncharged, or
-/// replaces it with the exchange's refusal. Does nothing for any other request.
+/// returns the exchange's refusal, which the route answers in place of the origin's response.
+/// Does nothing for any other request.
 pub async fn settle(
     session: &Session,
     response: &mut ResponseHeader,
     ctx: &mut RequestCtx,
     ledger: Option<&Arc<Ledger>>,
-) -> Result<()> {
+) -> Result<Option<crate::origin_errors::Reshaped>> {
     let Some(step) = ctx.crawl.as_deref() else {
-        return Ok(());
+        return Ok(None);
     };
     let CrawlOutcome::Forward { intent, price } = step.outcome else {
-        return Ok(());
+        return Ok(None);
     };
     let origin_price = response.headers.get(CRAWLER_PRICE).map(|v| v.as_bytes());
     let refusal =
         match signpost_policy::settle(intent, price, response.status.as_u16(), origin_price) {
-            Settlement::NoCharge => return Ok(()),
+            Settlement::NoCharge => return Ok(None),
             Settlement::Refuse(refusal) => CrawlRefusal::exchange(refusal),
             Settlement::Charge(price) => {
                 let crawler = Arc::clone(&step.crawler.name);
@@ -115,7 +140,7 @@ pub async fn settle(
                     Ok(()) => {
                         ctx.charged = Some(price);
                         response.insert_header(CRAWLER_CHARGED, price.to_string())?;
-                        return Ok(());
+                        return Ok(None);
                     }
                     Err(why) => {
                         if LEDGER_LOG.allow() {
@@ -136,12 +161,7 @@ pub async fn settle(
     ctx.format = Some(answer.format);
     let Answer { mut head, body, .. } = answer;
     add_headers(&mut head, &refusal)?;
-    crate::origin_errors::replace(
-        session,
-        response,
-        ctx,
-        crate::origin_errors::Reshaped { head, body },
-    )
+    Ok(Some(crate::origin_errors::Reshaped { head, body }))
 }
 
 /// The charge's record, written to the ledger; resolves once it is durable.
@@ -192,4 +212,50 @@ fn render(session: &Session, ctx: &RequestCtx, refusal: &CrawlRefusal) -> Result
         .ok_or_else(|| pingora::Error::explain(pingora::InternalError, "no policy"))?;
     let entry = crate::answer::entry(refusal.code());
     crate::error_rules::render(&loaded, session, ctx, entry, Some(&custom(refusal)), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(headers: &[(&str, &str)]) -> ResponseHeader {
+        let mut h = ResponseHeader::build(200, None).unwrap();
+        for (n, v) in headers {
+            h.insert_header(n.to_string(), *v).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn the_origins_receipts_never_reach_a_client_the_edge_did_not_charge() {
+        let origin = [
+            (CRAWLER_PRICE, "USD 5.00"),
+            (CRAWLER_CHARGED, "USD 100.00"),
+            (CRAWLER_ERROR, "ForgedByOrigin"),
+            ("x-kept", "1"),
+        ];
+        let mut uncharged = head(&origin);
+        strip_origin_receipts(&mut uncharged, false);
+        let names: Vec<&str> = uncharged.headers.keys().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["x-kept"]);
+        // Charged: the edge's own crawler-charged (written over the origin's) stays.
+        let mut charged = head(&origin);
+        charged.insert_header(CRAWLER_CHARGED, "USD 0.01").unwrap();
+        strip_origin_receipts(&mut charged, true);
+        assert_eq!(charged.headers[CRAWLER_CHARGED], "USD 0.01");
+        assert!(!charged.headers.contains_key(CRAWLER_PRICE));
+        assert!(!charged.headers.contains_key(CRAWLER_ERROR));
+    }
+
+    #[test]
+    fn the_origin_is_told_of_pricing_only_on_zones_with_crawl_control() {
+        assert_eq!(OriginPricing::of(false, None), None);
+        assert_eq!(OriginPricing::of(true, None), Some(OriginPricing::Bypass));
+        let mut up = pingora::http::RequestHeader::build("GET", b"/", None).unwrap();
+        up.insert_header(PAY_PER_CRAWL, "protocol=cloudflare, pricing=in-band")
+            .unwrap();
+        add_origin_header(&mut up, Some(OriginPricing::Bypass));
+        let told: Vec<_> = up.headers.get_all(PAY_PER_CRAWL).iter().collect();
+        assert_eq!(told, ["protocol=cloudflare, pricing=bypass"]);
+    }
 }

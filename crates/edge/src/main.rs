@@ -26,6 +26,7 @@ mod markdown_cache;
 mod metrics;
 mod origin;
 mod origin_errors;
+mod origin_route;
 mod outside;
 mod pipeline;
 mod ray;

@@ -45,23 +45,11 @@ pub struct Reshaped {
     pub body: Bytes,
 }
 
-/// Decides on the origin's error head whether the edge answers it, and if so rewrites the head.
-/// Called from `response_filter` for statuses 400-599 only.
-pub fn response_filter(
-    session: &Session,
-    response: &mut ResponseHeader,
-    ctx: &mut RequestCtx,
-) -> Result<()> {
-    let Some(reshaped) = reshape(session, response, ctx)? else {
-        return Ok(());
-    };
-    replace(session, response, ctx, reshaped)
-}
-
-/// Puts `answer` in place of the origin's `response`: its head now, its body in place of the
-/// origin's (`body_filter`), or through `fail_to_proxy` when the origin declared an empty body
-/// (no body call would come to carry it). Used for reshaped errors and for crawl answers that
-/// replace a response (`crawl.rs`).
+/// On the proxy route, puts `answer` in place of the origin's `response`: its head now, its body
+/// in place of the origin's (`body_filter`), or through `fail_to_proxy` when the origin declared
+/// an empty body (no body call would come to carry it). Used for every answer
+/// `origin_route::filter_response` gives in place of the origin's: reshaped errors, crawl
+/// control's refusals, robots.txt's managed block.
 pub fn replace(
     session: &Session,
     response: &mut ResponseHeader,

@@ -469,16 +469,16 @@ pub const UNWANTED_REQUEST_HEADERS: [http::header::HeaderName; 5] = [
 ];
 
 /// The origin's answer to `/robots.txt`, for a request the edge reads it for (`ctx.robots`).
-/// Returns whether the edge replaced the answer (the managed block alone, when `prepend` meets
-/// an origin without a file). Otherwise the body goes through [`RobotsBody::chunk`], or, when
-/// it cannot be read (not a 200, compressed all the same), passes untouched and unread.
+/// Returns the answer the edge gives in its place, if any (the managed block alone, when
+/// `prepend` meets an origin without a file). Otherwise the body goes through
+/// [`RobotsBody::chunk`], or, when it cannot be read (not a 200, compressed all the same),
+/// passes untouched and unread.
 pub fn response_filter(
-    session: &pingora::proxy::Session,
     response: &mut ResponseHeader,
     ctx: &mut crate::ctx::RequestCtx,
-) -> pingora::Result<bool> {
+) -> pingora::Result<Option<crate::origin_errors::Reshaped>> {
     let Some(robots) = ctx.robots.as_deref_mut() else {
-        return Ok(false);
+        return Ok(None);
     };
     let status = response.status.as_u16();
     let encoded = response
@@ -496,13 +496,13 @@ pub fn response_filter(
     match outcome {
         PrependOutcome::PassThrough => {
             ctx.robots = None;
-            Ok(false)
+            Ok(None)
         }
         PrependOutcome::Prepend if encoded => {
             // Text cannot go before a compressed body, and it cannot be read: the origin's
             // file passes as it is.
             ctx.robots = None;
-            Ok(false)
+            Ok(None)
         }
         PrependOutcome::Prepend => {
             if prepending {
@@ -520,22 +520,16 @@ pub fn response_filter(
                 response.remove_header(&http::header::ETAG);
                 response.remove_header(&http::header::LAST_MODIFIED);
             }
-            Ok(false)
+            Ok(None)
         }
         PrependOutcome::ManagedAlone => {
             let managed = robots.take_prefix();
             ctx.robots = None;
             let head = managed_head(ctx, managed.len())?;
-            crate::origin_errors::replace(
-                session,
-                response,
-                ctx,
-                crate::origin_errors::Reshaped {
-                    head,
-                    body: managed,
-                },
-            )?;
-            Ok(true)
+            Ok(Some(crate::origin_errors::Reshaped {
+                head,
+                body: managed,
+            }))
         }
     }
 }

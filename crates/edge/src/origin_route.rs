@@ -1,0 +1,147 @@
+//! One way to the origin, whatever the route: the request the origin receives is prepared by
+//! [`prepare_request`], and the head of its answer filtered by [`filter_response`]. Pingora's
+//! proxy route (`upstream_request_filter`, `response_filter`) and the Markdown route
+//! (`serve_markdown`) both call them, and so must any later route, so that every origin-facing
+//! feature applies once, the same way on each:
+//!
+//! - to the origin: the forwarding headers (`origin.rs`), the identity header (any copy the
+//!   client sent removed, `identify.rs`), crawl control's `cf-pay-per-crawl` (`crawl.rs`), and
+//!   the conditionals robots.txt must not carry (`robots.rs`);
+//! - from the origin: `cf-ray`, `Vary: Accept` on converting zones, the converted pages an
+//!   unsafe request changed dropped (`markdown_cache.rs`), pay per crawl settled and the
+//!   origin's own receipts removed (`crawl.rs`), robots.txt's managed block (`robots.rs`), the
+//!   origin's errors reshaped for agents (`origin_errors.rs`).
+//!
+//! A failure on the way is classified once, by `rescue.rs`, for every route: the Markdown route
+//! hands its errors to `fail_to_proxy` as Pingora's proxy loop does.
+
+use std::net::IpAddr;
+
+use http::HeaderValue;
+use http::header::HeaderName;
+use pingora::Result;
+use pingora::http::{RequestHeader, ResponseHeader};
+use pingora::proxy::Session;
+
+use crate::crawl::OriginPricing;
+use crate::ctx::RequestCtx;
+use crate::facts::{Facts, request_host};
+use crate::origin_errors::Reshaped;
+use crate::ray::CF_RAY;
+
+/// The header telling the origin who is asking when the policy names no other.
+static IDENTITY_HEADER: HeaderName =
+    HeaderName::from_static(signpost_policy::DEFAULT_ORIGIN_HEADER);
+
+/// What the origin is told about a request, beyond the client's own headers.
+pub struct ToOrigin<'a> {
+    /// The connection's peer and TLS.
+    pub facts: &'a Facts,
+    /// The client's address as the policy derived it.
+    pub client: IpAddr,
+    /// The request's `cf-ray` value.
+    pub ray: HeaderValue,
+    /// Who is asking, when the policy identified anyone in particular.
+    pub identity: Option<&'a signpost_policy::Identity>,
+    /// The header that tells the origin who is asking (`None`: the policy turned it off).
+    pub identity_header: Option<&'a HeaderName>,
+    /// On a zone with crawl control, what the origin is told of pay per crawl.
+    pub pricing: Option<OriginPricing>,
+    /// The edge reads the origin's robots.txt: it must come whole and as it is.
+    pub reads_robots: bool,
+}
+
+impl<'a> ToOrigin<'a> {
+    /// What the origin is told about the request of `ctx` (`ray`: its `cf-ray` value).
+    pub fn of(ctx: &'a RequestCtx, ray: HeaderValue) -> ToOrigin<'a> {
+        let loaded = ctx.policy.as_deref();
+        let identity_header = match loaded.and_then(|l| l.policy.bots()) {
+            Some(bots) => bots.origin_header.as_ref(),
+            None => Some(&IDENTITY_HEADER),
+        };
+        let controls = ctx.zone().is_some_and(|z| z.crawl.is_some());
+        ToOrigin {
+            facts: &ctx.facts,
+            client: ctx.client(),
+            ray,
+            identity: ctx.identity.as_deref(),
+            identity_header,
+            pricing: OriginPricing::of(controls, ctx.crawl.as_deref()),
+            reads_robots: ctx.robots.is_some(),
+        }
+    }
+}
+
+/// Prepares `upstream`, the request the origin receives (the client's, as the route shaped it).
+pub fn prepare_request(upstream: &mut RequestHeader, session: &Session, to: ToOrigin<'_>) {
+    crate::origin::add_forwarding_headers(upstream, session, to.facts, to.client, to.ray);
+    crate::identify::add_origin_header(upstream, to.identity, to.identity_header);
+    crate::crawl::add_origin_header(upstream, to.pricing);
+    if to.reads_robots {
+        // The edge reads robots.txt (and may put its block before it): ask for all of it, as
+        // it is.
+        for name in &crate::robots::UNWANTED_REQUEST_HEADERS {
+            upstream.remove_header(name);
+        }
+    }
+}
+
+/// Filters the head of the origin's answer, `response`, for the client. Returns the answer the
+/// edge gives in its place, if any (crawl control's refusal of a paid crawl, robots.txt's
+/// managed block alone, the origin's error reshaped): each route puts it in place of the
+/// origin's answer its own way.
+pub async fn filter_response(
+    session: &Session,
+    response: &mut ResponseHeader,
+    ctx: &mut RequestCtx,
+) -> Result<Option<Reshaped>> {
+    ctx.origin_answered = true;
+    response.insert_header(&CF_RAY, ctx.ray_header())?;
+    let Some(zone) = ctx.zone() else {
+        return Ok(None);
+    };
+    let (converts, controls_crawl) = (zone.markdown.enabled, zone.crawl.is_some());
+    let status = response.status.as_u16();
+    if converts {
+        crate::markdown::add_vary_accept(response)?;
+        let method = &session.req_header().method;
+        if status < 400 && crate::markdown_cache::is_unsafe(method) {
+            drop_changed_pages(session, response, ctx);
+        }
+    }
+    if ctx.crawl.is_some() {
+        let ledger = ctx.policy.as_ref().and_then(|l| l.ledger.clone());
+        if let Some(refusal) = crate::crawl::settle(session, response, ctx, ledger.as_ref()).await?
+        {
+            return Ok(Some(refusal));
+        }
+    }
+    if controls_crawl {
+        crate::crawl::strip_origin_receipts(response, ctx.charged.is_some());
+    }
+    if ctx.robots.is_some()
+        && let Some(managed) = crate::robots::response_filter(response, ctx)?
+    {
+        return Ok(Some(managed));
+    }
+    if status >= 400 {
+        return crate::origin_errors::reshape(session, response, ctx);
+    }
+    Ok(None)
+}
+
+/// A successful unsafe request on a converting zone: the converted pages it changed are dropped
+/// from the zone's cache, when it caches.
+fn drop_changed_pages(session: &Session, response: &ResponseHeader, ctx: &RequestCtx) {
+    let Some(cache) = ctx
+        .policy
+        .as_ref()
+        .zip(ctx.zone)
+        .and_then(|(loaded, zone)| loaded.markdown_cache(zone))
+    else {
+        return;
+    };
+    let req = session.req_header();
+    let target = req.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    cache.unsafe_request_succeeded(&request_host(session), target, &response.headers);
+}
