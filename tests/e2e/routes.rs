@@ -25,7 +25,7 @@ const RECEIPTS: [(&str, &str); 3] = [
 
 /// The origin of the matrix's good zone: records the header lines of every request by its
 /// target, and serves `/page` (HTML, converted for agents), `/text` (plain text, passed through
-/// on the Markdown route), `/cached*` (cacheable HTML that says how many unsafe requests the
+/// on the Markdown route), `/broken` (its own 503 page), `/cached*` (cacheable HTML that says how many unsafe requests the
 /// origin had received when it was served), `/big` (32 MiB of plain text), each with the
 /// receipts above. An unsafe request is answered `200` (or the status its `x-answer-status`
 /// asks), with a `Location` when its `x-answer-location` names one.
@@ -39,6 +39,10 @@ struct RouteOrigin {
 type HeaderLines = Vec<(String, String)>;
 
 const BIG_BYTES: usize = 32 << 20;
+
+/// The origin's own error page, `/broken` (503, `Retry-After: 120`).
+const BROKEN_PAGE: &str =
+    "<html><head><title>Down for maintenance</title></head><body>Back soon.</body></html>";
 
 impl RouteOrigin {
     fn start() -> RouteOrigin {
@@ -76,6 +80,17 @@ impl RouteOrigin {
                             tiny_http::Response::from_string("done").with_status_code(status);
                         if let Some(location) = asked("x-answer-location") {
                             response.add_header(header("location", &location));
+                        }
+                        let _ = request.respond(response);
+                        return;
+                    }
+                    if path == "/broken" {
+                        let mut response = tiny_http::Response::from_string(BROKEN_PAGE)
+                            .with_status_code(503)
+                            .with_header(header("content-type", "text/html"))
+                            .with_header(header("retry-after", "120"));
+                        for (name, value) in RECEIPTS {
+                            response.add_header(header(name, value));
                         }
                         let _ = request.respond(response);
                         return;
@@ -192,6 +207,9 @@ origin = "{good}"
 [zone.markdown]
 enabled = true
 cache = true
+
+[zone.origin_errors]
+structured = true
 
 [zone.crawl]
 search = "allow"
@@ -529,6 +547,35 @@ fn each_origin_failure_has_one_code_in_every_format() {
                 assert_eq!(line["status"], code, "{case}: {line}");
                 assert_eq!(line["error_code"], code, "{case}: {line}");
                 assert_eq!(line["error"], error, "{case}: {line}");
+            }
+        }
+    }
+}
+
+/// The origin's own error is reshaped alike on every route and wire: an agent's JSON or Markdown
+/// problem with the origin's status and its `Retry-After`, a browser's the origin's page as it
+/// came; never with the origin's receipts.
+#[test]
+fn the_origins_errors_are_reshaped_alike_on_every_route() {
+    let m = matrix("routes-origin-errors");
+    for wire in [Wire::H1, Wire::H2] {
+        for route in ROUTES {
+            let case = format!("{wire:?} {route:?}");
+            let reply = m.get(wire, route, GOOD, "/broken", &[]);
+            assert_eq!(reply.status, 503, "{case}: {}", reply.body);
+            assert_eq!(reply.header("retry-after"), Some("120"), "{case}");
+            for (name, _) in RECEIPTS {
+                assert_eq!(reply.header(name), None, "{case}: {name} leaked");
+            }
+            match route {
+                Route::Proxy("text/html") => {
+                    assert_eq!(reply.body, BROKEN_PAGE, "{case}: the origin's own page")
+                }
+                _ => {
+                    assert_eq!(reply.problem_code(route), 503, "{case}");
+                    let line = access_line(&m.edge, &reply.ray());
+                    assert_eq!(line["status"], 503, "{case}: {line}");
+                }
             }
         }
     }
