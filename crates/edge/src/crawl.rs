@@ -14,14 +14,12 @@ use std::sync::Arc;
 
 use pingora::Result;
 use pingora::http::ResponseHeader;
-use pingora::proxy::Session;
-use signpost_policy::{CrawlOutcome, CrawlRefusal, Settlement};
+use signpost_policy::{CrawlOutcome, CrawlRefusal, CrawlStep, Price, Settlement, Signature};
 use signpost_problem::Custom;
 
-use crate::answer::Answer;
-use crate::ctx::RequestCtx;
 use crate::ledger::{Ledger, LedgerRecord};
 use crate::log::LogBudget;
+use crate::ray::RayId;
 
 /// The price a crawler is charged, on the response it paid for.
 pub const CRAWLER_CHARGED: &str = "crawler-charged";
@@ -45,7 +43,7 @@ pub enum OriginPricing {
 impl OriginPricing {
     /// On a zone with crawl control (`controls`), what the origin is told of the request crawl
     /// control made `step` of; `None` on a zone without it.
-    pub fn of(controls: bool, step: Option<&signpost_policy::CrawlStep>) -> Option<OriginPricing> {
+    pub fn of(controls: bool, step: Option<&CrawlStep>) -> Option<OriginPricing> {
         controls.then(|| match step {
             Some(step) if step.charges() => OriginPricing::InBand,
             _ => OriginPricing::Bypass,
@@ -91,9 +89,9 @@ pub fn custom(refusal: &CrawlRefusal) -> Custom {
     }
 }
 
-/// The refusal crawl control made of the request, if it refused it.
-pub fn refusal(ctx: &RequestCtx) -> Option<&CrawlRefusal> {
-    match &ctx.crawl.as_deref()?.outcome {
+/// The refusal crawl control made of the request (`step`: what it made of it), if it refused it.
+pub fn refusal(step: Option<&CrawlStep>) -> Option<&CrawlRefusal> {
+    match &step?.outcome {
         CrawlOutcome::Refused(refusal) => Some(refusal),
         _ => None,
     }
@@ -113,39 +111,56 @@ pub fn add_headers(head: &mut ResponseHeader, refusal: &CrawlRefusal) -> Result<
 /// Bounds the log lines of charges the ledger could not record.
 pub static LEDGER_LOG: LogBudget = LogBudget::new();
 
-/// The response half of pay per crawl, on the origin's response head: for a request that
-/// forwarded a payment intent, charges (recorded first), lets the response go uncharged, or
-/// returns the exchange's refusal, which the route answers in place of the origin's response.
-/// Does nothing for any other request.
+/// What settling a paid crawl came to.
+pub enum Settled {
+    /// Not a paid crawl, or one the origin's answer does not charge.
+    Nothing,
+    /// Charged: recorded in the ledger, `crawler-charged` on the response.
+    Charged(Price),
+    /// The exchange's refusal, which the route answers in place of the origin's response.
+    Refused(CrawlRefusal),
+}
+
+/// The request a charge is recorded for, as the ledger names it.
+pub struct Payer<'a> {
+    pub ray_id: RayId,
+    pub zone: Arc<str>,
+    /// The Web Bot Auth signature that verified the crawler (its directory and key).
+    pub signature: Option<&'a Signature>,
+    /// The path and query charged for.
+    pub path: &'a str,
+}
+
+/// The response half of pay per crawl, on the origin's response head: for a request crawl
+/// control forwarded with a payment intent (`step`), charges (recorded first, and only then
+/// `crawler-charged` put on the response), lets the response go uncharged, or refuses it. Does
+/// nothing for any other request.
 pub async fn settle(
-    session: &Session,
+    step: &CrawlStep,
     response: &mut ResponseHeader,
-    ctx: &mut RequestCtx,
     ledger: Option<&Arc<Ledger>>,
-) -> Result<Option<crate::origin_errors::Reshaped>> {
-    let Some(step) = ctx.crawl.as_deref() else {
-        return Ok(None);
-    };
+    payer: Payer<'_>,
+) -> Result<Settled> {
     let CrawlOutcome::Forward { intent, price } = step.outcome else {
-        return Ok(None);
+        return Ok(Settled::Nothing);
     };
     let origin_price = response.headers.get(CRAWLER_PRICE).map(|v| v.as_bytes());
     let refusal =
         match signpost_policy::settle(intent, price, response.status.as_u16(), origin_price) {
-            Settlement::NoCharge => return Ok(None),
+            Settlement::NoCharge => return Ok(Settled::Nothing),
             Settlement::Refuse(refusal) => CrawlRefusal::exchange(refusal),
             Settlement::Charge(price) => {
-                let crawler = Arc::clone(&step.crawler.name);
-                match record(session, ctx, ledger, price, &crawler).await {
+                let crawler = &step.crawler.name;
+                let ray_id = payer.ray_id;
+                match record(ledger, payer, price, crawler).await {
                     Ok(()) => {
-                        ctx.charged = Some(price);
                         response.insert_header(CRAWLER_CHARGED, price.to_string())?;
-                        return Ok(None);
+                        return Ok(Settled::Charged(price));
                     }
                     Err(why) => {
                         if LEDGER_LOG.allow() {
                             tracing::error!(
-                                ray_id = %ctx.ray_id,
+                                ray_id = %ray_id,
                                 crawler = %crawler,
                                 suppressed = LEDGER_LOG.take_suppressed(),
                                 "charge refused, the ledger could not record it: {why}"
@@ -156,30 +171,26 @@ pub async fn settle(
                 }
             }
         };
-    let answer = render(session, ctx, &refusal)?;
-    ctx.error_code = Some(answer.code);
-    ctx.format = Some(answer.format);
-    let Answer { mut head, body, .. } = answer;
-    add_headers(&mut head, &refusal)?;
-    Ok(Some(crate::origin_errors::Reshaped { head, body }))
+    Ok(Settled::Refused(refusal))
 }
 
 /// The charge's record, written to the ledger; resolves once it is durable.
 async fn record(
-    session: &Session,
-    ctx: &RequestCtx,
     ledger: Option<&Arc<Ledger>>,
-    price: signpost_policy::Price,
+    payer: Payer<'_>,
+    price: Price,
     crawler: &Arc<str>,
 ) -> std::result::Result<(), String> {
     let ledger = ledger.ok_or("the policy has no [ledger]")?;
-    let zone = ctx
-        .zone()
-        .map_or_else(|| Arc::from("-"), |z| Arc::clone(&z.name));
-    let signature = ctx.identity.as_ref().map(|i| &i.signature);
+    let Payer {
+        ray_id,
+        zone,
+        signature,
+        path,
+    } = payer;
     let record = LedgerRecord {
         time: std::time::SystemTime::now(),
-        ray_id: ctx.ray_id.to_hex().as_str().to_owned(),
+        ray_id: ray_id.to_hex().as_str().to_owned(),
         zone,
         crawler: crawler.to_string(),
         directory: signature
@@ -190,28 +201,13 @@ async fn record(
             .and_then(|s| s.keyid.as_deref())
             .unwrap_or("")
             .to_owned(),
-        path: session
-            .req_header()
-            .uri
-            .path_and_query()
-            .map_or("/", |pq| pq.as_str())
-            .to_owned(),
+        path: path.to_owned(),
         price,
     };
     ledger
         .record(&record, crawler)
         .await
         .map_err(|e| e.to_string())
-}
-
-/// The problem answering `refusal`, in the format the client negotiated.
-fn render(session: &Session, ctx: &RequestCtx, refusal: &CrawlRefusal) -> Result<Answer> {
-    let loaded = ctx
-        .policy
-        .clone()
-        .ok_or_else(|| pingora::Error::explain(pingora::InternalError, "no policy"))?;
-    let entry = crate::answer::entry(refusal.code());
-    crate::error_rules::render(&loaded, session, ctx, entry, Some(&custom(refusal)), None)
 }
 
 #[cfg(test)]

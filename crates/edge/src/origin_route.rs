@@ -16,6 +16,7 @@
 //! hands its errors to `fail_to_proxy` as Pingora's proxy loop does.
 
 use std::net::IpAddr;
+use std::sync::Arc;
 
 use http::HeaderValue;
 use http::header::HeaderName;
@@ -109,25 +110,91 @@ pub async fn filter_response(
             drop_changed_pages(session, response, ctx);
         }
     }
-    if ctx.crawl.is_some() {
-        let ledger = ctx.policy.as_ref().and_then(|l| l.ledger.clone());
-        if let Some(refusal) = crate::crawl::settle(session, response, ctx, ledger.as_ref()).await?
-        {
-            return Ok(Some(refusal));
+    if let Some(step) = ctx.crawl.as_deref() {
+        use crate::crawl::{Payer, Settled};
+        let ledger = ctx.policy.as_ref().and_then(|l| l.ledger.as_ref());
+        let req = session.req_header();
+        let payer = Payer {
+            ray_id: ctx.ray_id,
+            zone: ctx
+                .zone()
+                .map_or_else(|| Arc::from("-"), |z| Arc::clone(&z.name)),
+            signature: ctx.identity.as_ref().map(|i| &i.signature),
+            path: req.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+        };
+        match crate::crawl::settle(step, response, ledger, payer).await? {
+            Settled::Nothing => {}
+            Settled::Charged(price) => ctx.charged = Some(price),
+            Settled::Refused(refusal) => return refuse_crawl(session, ctx, &refusal).map(Some),
         }
     }
     if controls_crawl {
         crate::crawl::strip_origin_receipts(response, ctx.charged.is_some());
     }
-    if ctx.robots.is_some()
-        && let Some(managed) = crate::robots::response_filter(response, ctx)?
-    {
-        return Ok(Some(managed));
+    if ctx.robots.is_some() {
+        let ray = ctx.ray_header();
+        if let Some(managed) = crate::robots::response_filter(response, &mut ctx.robots, ray)? {
+            return Ok(Some(managed));
+        }
     }
     if status >= 400 {
-        return crate::origin_errors::reshape(session, response, ctx);
+        return reshape_origin_error(session, response, ctx);
     }
     Ok(None)
+}
+
+/// Crawl control's refusal of a paid crawl, in place of the origin's answer: its problem in the
+/// negotiated format, with its status, detail and `crawler-error`.
+fn refuse_crawl(
+    session: &Session,
+    ctx: &mut RequestCtx,
+    refusal: &signpost_policy::CrawlRefusal,
+) -> Result<Reshaped> {
+    let loaded = ctx
+        .policy
+        .clone()
+        .ok_or_else(|| pingora::Error::explain(pingora::InternalError, "no policy"))?;
+    let entry = crate::answer::entry(refusal.code());
+    let custom = crate::crawl::custom(refusal);
+    let answer = crate::error_rules::render(&loaded, session, ctx, entry, Some(&custom), None)?;
+    ctx.error_code = Some(answer.code);
+    ctx.format = Some(answer.format);
+    let crate::answer::Answer { mut head, body, .. } = answer;
+    crate::crawl::add_headers(&mut head, refusal)?;
+    Ok(Reshaped { head, body })
+}
+
+/// What the edge answers in place of the origin's error `response`, or `None` when the origin's
+/// answer goes to the client (`origin_errors::wanted`): an error rule matching the origin's
+/// status answers in any format, a zone that asks for structured origin errors answers agents.
+fn reshape_origin_error(
+    session: &Session,
+    response: &ResponseHeader,
+    ctx: &mut RequestCtx,
+) -> Result<Option<Reshaped>> {
+    let Some(loaded) = ctx.policy.clone() else {
+        return Ok(None);
+    };
+    let structured = ctx.zone().is_some_and(|z| z.origin_errors_structured);
+    if !structured && !loaded.policy.has_error_rules() {
+        return Ok(None);
+    }
+    let status = response.status.as_u16();
+    let Some(entry) = signpost_problem::origin_entry(status) else {
+        return Ok(None);
+    };
+    let rule = crate::error_rules::find(&loaded, session, ctx, status, 0);
+    let accept = crate::facts::accept(session);
+    if rule.is_none() && !crate::origin_errors::wanted(structured, accept.as_deref(), response) {
+        return Ok(None);
+    }
+    let custom = crate::origin_errors::custom(response, rule.as_ref().map(|r| r.custom));
+    let answer = crate::error_rules::render(&loaded, session, ctx, entry, Some(&custom), None)?;
+    ctx.format = Some(answer.format);
+    if let Some(rule) = &rule {
+        ctx.error_rule = Some(rule.id.into());
+    }
+    crate::origin_errors::reshaped(response, answer).map(Some)
 }
 
 /// A successful unsafe request on a converting zone: the converted pages it changed are dropped

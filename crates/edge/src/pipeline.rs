@@ -201,9 +201,18 @@ impl ProxyHttp for Edge {
             Box::pin(self.answer(session, ctx, refusal.entry, refusal.retry_after)).await?;
             return Ok(true);
         }
-        if let Some(managed) = crate::robots::request(session, ctx, &loaded) {
-            Box::pin(crate::robots::write_managed(session, ctx, managed)).await?;
-            return Ok(true);
+        use crate::robots::RobotsRequest;
+        let robots = ctx
+            .zone()
+            .and_then(|zone| crate::robots::request(session.req_header(), zone, &loaded.policy));
+        match robots {
+            Some(RobotsRequest::Answer(managed)) => {
+                let ray = ctx.ray_header();
+                Box::pin(crate::robots::write_managed(session, ray, managed)).await?;
+                return Ok(true);
+            }
+            Some(RobotsRequest::Read(reading)) => ctx.robots = Some(reading),
+            None => {}
         }
         match self.markdown_wanted(session, ctx) {
             // Boxed only when used: the conversion's future is large, and building it for every
@@ -287,17 +296,31 @@ impl ProxyHttp for Edge {
 
     /// The origin's answer, filtered as on every route (`origin_route::filter_response`); an
     /// answer the edge gives in its place goes out instead (`origin_errors::replace`: its head
-    /// now, its body in place of the origin's).
+    /// now, its body in place of the origin's, or whole from `fail_to_proxy` when the origin
+    /// declared an empty body).
     async fn response_filter(
         &self,
         session: &mut Session,
         response: &mut ResponseHeader,
         ctx: &mut Self::CTX,
     ) -> Result<()> {
-        if let Some(answer) = crate::origin_route::filter_response(session, response, ctx).await? {
-            crate::origin_errors::replace(session, response, ctx, answer)?;
+        use crate::origin_errors::{ANSWERED_IN_PLACE, InPlace};
+        let Some(answer) = crate::origin_route::filter_response(session, response, ctx).await?
+        else {
+            return Ok(());
+        };
+        let head_only = session.req_header().method == http::Method::HEAD;
+        match crate::origin_errors::replace(head_only, response, answer) {
+            InPlace::HeadOnly => Ok(()),
+            InPlace::Body(replacing) => {
+                ctx.replacing = Some(replacing);
+                Ok(())
+            }
+            InPlace::Whole(answer) => {
+                ctx.origin_error_answer = Some(answer);
+                Error::e_explain(ANSWERED_IN_PLACE, "origin error with an empty body")
+            }
         }
-        Ok(())
     }
 
     /// The origin's body passes through, but for an origin error the edge answers: its problem
@@ -313,8 +336,11 @@ impl ProxyHttp for Edge {
             crate::origin_errors::body_filter(body, replacing)?;
         } else if let Some(robots) = ctx.robots.as_mut() {
             *body = robots.chunk(body.take());
-            if end_of_stream {
-                crate::robots::keep_origin_file(ctx);
+            if end_of_stream
+                && let Some(robots) = ctx.robots.take()
+                && let (Some(loaded), Some(zone)) = (ctx.policy.as_ref(), ctx.zone())
+            {
+                crate::robots::keep_origin_file(*robots, &loaded.robots, &zone.name);
             }
         }
         Ok(None)
@@ -455,7 +481,14 @@ impl Edge {
         if !decision.identity.is_nobody() {
             self.metrics.identity.observe(&decision.identity);
             ctx.identity = Some(Box::new(std::mem::take(&mut decision.identity)));
-            crate::robots::note_violation(session, ctx, loaded, &self.metrics);
+            if let (Some(bot), Some(zone)) = (
+                ctx.identity.as_ref().and_then(|i| i.bot.as_ref()),
+                ctx.zone(),
+            ) {
+                let path = session.req_header().uri.path();
+                ctx.robots_violation =
+                    crate::robots::violation(&loaded.robots, &self.metrics, &zone.name, bot, path);
+            }
         }
         if let Some(step) = decision.crawl.take() {
             if let Some(zone) = ctx.zone() {
@@ -743,7 +776,8 @@ impl Edge {
             // none of it is held across the write below.
             // Crawl control's own answer speaks before any error rule, as a rule's own
             // response does.
-            let crawl = crate::crawl::refusal(ctx).filter(|r| r.code() == entry.code);
+            let crawl =
+                crate::crawl::refusal(ctx.crawl.as_deref()).filter(|r| r.code() == entry.code);
             let rule = match crawl {
                 Some(_) => None,
                 None => {
