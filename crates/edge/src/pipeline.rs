@@ -201,18 +201,10 @@ impl ProxyHttp for Edge {
             Box::pin(self.answer(session, ctx, refusal.entry, refusal.retry_after)).await?;
             return Ok(true);
         }
-        use crate::robots::RobotsRequest;
-        let robots = ctx
-            .zone()
-            .and_then(|zone| crate::robots::request(session.req_header(), zone, &loaded.policy));
-        match robots {
-            Some(RobotsRequest::Answer(managed)) => {
-                let ray = ctx.ray_header();
-                Box::pin(crate::robots::write_managed(session, ray, managed)).await?;
-                return Ok(true);
-            }
-            Some(RobotsRequest::Read(reading)) => ctx.robots = Some(reading),
-            None => {}
+        if let Some(managed) = Self::robots_txt(session, ctx, &loaded) {
+            let ray = ctx.ray_header();
+            Box::pin(crate::robots::write_managed(session, ray, managed)).await?;
+            return Ok(true);
         }
         match self.markdown_wanted(session, ctx) {
             // Boxed only when used: the conversion's future is large, and building it for every
@@ -604,6 +596,21 @@ impl Edge {
                     retry_after: Some(1),
                     ..Refusal::code(Code::RATE_LIMITED)
                 })
+            }
+        }
+    }
+
+    /// Step 6b: `/robots.txt` on a zone that manages it or reads it (`robots::request`): the
+    /// managed block when the edge answers it alone (`replace`); otherwise, when the origin's
+    /// file is read, the reading state is kept in the context for the response's hooks.
+    fn robots_txt(session: &Session, ctx: &mut RequestCtx, loaded: &Loaded) -> Option<String> {
+        use crate::robots::RobotsRequest;
+        let zone = ctx.zone()?;
+        match crate::robots::request(session.req_header(), zone, &loaded.policy)? {
+            RobotsRequest::Answer(managed) => Some(managed),
+            RobotsRequest::Read(reading) => {
+                ctx.robots = Some(reading);
+                None
             }
         }
     }
