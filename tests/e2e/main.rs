@@ -41,6 +41,9 @@ mod origin_failures;
 mod ops;
 // The policy's codes through the running edge: 1005 1006 1009 1010 1011 1015 1020 1026.
 mod policy;
+// One truth on every route: the proxy and Markdown routes over HTTP/1.1 and HTTP/2, what the
+// origin receives, what the client receives, each origin failure's code in every format.
+mod routes;
 // Proxying: bodies, statuses and headers both ways; 1001 for unknown hosts; connection reuse.
 mod proxy;
 // TLS listeners: HTTP/1.1 and HTTP/2 by ALPN, 1013 on a Host/SNI mismatch.

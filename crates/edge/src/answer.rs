@@ -74,13 +74,18 @@ impl Answer {
 
     /// Writes the answer as the whole response (the head alone for HEAD). It carries a body and a
     /// Content-Length, so the client's connection can carry its next request (Pingora's own
-    /// `respond_error` closes it).
+    /// `respond_error` closes it). A write that fails is the client's side (it left): a
+    /// cancellation, never the edge's error.
     pub async fn write(self, session: &mut Session, head_only: bool) -> Result<()> {
         session
             .write_response_header(Box::new(self.head), head_only)
-            .await?;
+            .await
+            .map_err(|e| e.into_down())?;
         if !head_only {
-            session.write_response_body(Some(self.body), true).await?;
+            session
+                .write_response_body(Some(self.body), true)
+                .await
+                .map_err(|e| e.into_down())?;
         }
         Ok(())
     }

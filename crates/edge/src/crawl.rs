@@ -14,14 +14,12 @@ use std::sync::Arc;
 
 use pingora::Result;
 use pingora::http::ResponseHeader;
-use pingora::proxy::Session;
-use signpost_policy::{CrawlOutcome, CrawlRefusal, Settlement};
+use signpost_policy::{CrawlOutcome, CrawlRefusal, CrawlStep, Price, Settlement, Signature};
 use signpost_problem::Custom;
 
-use crate::answer::Answer;
-use crate::ctx::RequestCtx;
 use crate::ledger::{Ledger, LedgerRecord};
 use crate::log::LogBudget;
+use crate::ray::RayId;
 
 /// The price a crawler is charged, on the response it paid for.
 pub const CRAWLER_CHARGED: &str = "crawler-charged";
@@ -32,29 +30,53 @@ pub const CRAWLER_ERROR: &str = "crawler-error";
 /// What the origin is told of pay per crawl, as Cloudflare tells it.
 pub const PAY_PER_CRAWL: &str = "cf-pay-per-crawl";
 
-/// On a zone with crawl control, tells the origin whether this request is one it may price
-/// (`pricing=in-band`: a crawler's payment intent goes with it, and the origin's own
-/// `crawler-price` sets the page's price) or one pay per crawl does not concern
-/// (`pricing=bypass`), in Cloudflare's `cf-pay-per-crawl` header; a client's copy never reaches
-/// the origin.
-pub fn add_origin_header(upstream: &mut pingora::http::RequestHeader, ctx: &RequestCtx) {
-    if ctx.zone().is_none_or(|z| z.crawl.is_none()) {
-        return;
-    }
-    upstream.remove_header(PAY_PER_CRAWL);
-    let pricing = if ctx.crawl.as_ref().is_some_and(|c| c.charges()) {
-        "protocol=cloudflare, pricing=in-band"
-    } else {
-        "protocol=cloudflare, pricing=bypass"
-    };
-    let _ = upstream.insert_header(PAY_PER_CRAWL, pricing);
+/// What the origin is told of pay per crawl on a zone with crawl control.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OriginPricing {
+    /// A crawler's payment intent goes with the request, and the origin's own `crawler-price`
+    /// sets the page's price.
+    InBand,
+    /// Pay per crawl does not concern this request.
+    Bypass,
 }
 
-/// On a zone with crawl control, the origin's `crawler-price` is an instruction to the edge:
-/// it reaches the client only on the edge's own 402s, as on Cloudflare.
-pub fn strip_origin_price(response: &mut ResponseHeader, ctx: &RequestCtx) {
-    if ctx.zone().is_some_and(|z| z.crawl.is_some()) {
-        response.remove_header(CRAWLER_PRICE);
+impl OriginPricing {
+    /// On a zone with crawl control (`controls`), what the origin is told of the request crawl
+    /// control made `step` of; `None` on a zone without it.
+    pub fn of(controls: bool, step: Option<&CrawlStep>) -> Option<OriginPricing> {
+        controls.then(|| match step {
+            Some(step) if step.charges() => OriginPricing::InBand,
+            _ => OriginPricing::Bypass,
+        })
+    }
+}
+
+/// On a zone with crawl control, tells the origin whether this request is one it may price
+/// (`pricing=in-band`) or one pay per crawl does not concern (`pricing=bypass`), in
+/// Cloudflare's `cf-pay-per-crawl` header; a client's copy never reaches the origin.
+pub fn add_origin_header(
+    upstream: &mut pingora::http::RequestHeader,
+    pricing: Option<OriginPricing>,
+) {
+    let Some(pricing) = pricing else { return };
+    upstream.remove_header(PAY_PER_CRAWL);
+    let value = match pricing {
+        OriginPricing::InBand => "protocol=cloudflare, pricing=in-band",
+        OriginPricing::Bypass => "protocol=cloudflare, pricing=bypass",
+    };
+    let _ = upstream.insert_header(PAY_PER_CRAWL, value);
+}
+
+/// On a zone with crawl control, the origin's pay-per-crawl headers never reach the client as
+/// the origin sent them: its `crawler-price` is an instruction to the edge (a client sees a
+/// price only on the edge's own 402s, as on Cloudflare), and a `crawler-charged` or
+/// `crawler-error` the edge did not write would be a receipt, or a refusal, that is not in the
+/// ledger. `charged`: the edge charged this response (its own `crawler-charged` stays).
+pub fn strip_origin_receipts(response: &mut ResponseHeader, charged: bool) {
+    response.remove_header(CRAWLER_PRICE);
+    response.remove_header(CRAWLER_ERROR);
+    if !charged {
+        response.remove_header(CRAWLER_CHARGED);
     }
 }
 
@@ -67,9 +89,9 @@ pub fn custom(refusal: &CrawlRefusal) -> Custom {
     }
 }
 
-/// The refusal crawl control made of the request, if it refused it.
-pub fn refusal(ctx: &RequestCtx) -> Option<&CrawlRefusal> {
-    match &ctx.crawl.as_deref()?.outcome {
+/// The refusal crawl control made of the request (`step`: what it made of it), if it refused it.
+pub fn refusal(step: Option<&CrawlStep>) -> Option<&CrawlRefusal> {
+    match &step?.outcome {
         CrawlOutcome::Refused(refusal) => Some(refusal),
         _ => None,
     }
@@ -89,38 +111,56 @@ pub fn add_headers(head: &mut ResponseHeader, refusal: &CrawlRefusal) -> Result<
 /// Bounds the log lines of charges the ledger could not record.
 pub static LEDGER_LOG: LogBudget = LogBudget::new();
 
-/// The response half of pay per crawl, on the origin's response head: for a request that
-/// forwarded a payment intent, charges (recorded first), lets the response go uncharged, or
-/// replaces it with the exchange's refusal. Does nothing for any other request.
+/// What settling a paid crawl came to.
+pub enum Settled {
+    /// Not a paid crawl, or one the origin's answer does not charge.
+    Nothing,
+    /// Charged: recorded in the ledger, `crawler-charged` on the response.
+    Charged(Price),
+    /// The exchange's refusal, which the route answers in place of the origin's response.
+    Refused(CrawlRefusal),
+}
+
+/// The request a charge is recorded for, as the ledger names it.
+pub struct Payer<'a> {
+    pub ray_id: RayId,
+    pub zone: Arc<str>,
+    /// The Web Bot Auth signature that verified the crawler (its directory and key).
+    pub signature: Option<&'a Signature>,
+    /// The path and query charged for.
+    pub path: &'a str,
+}
+
+/// The response half of pay per crawl, on the origin's response head: for a request crawl
+/// control forwarded with a payment intent (`step`), charges (recorded first, and only then
+/// `crawler-charged` put on the response), lets the response go uncharged, or refuses it. Does
+/// nothing for any other request.
 pub async fn settle(
-    session: &Session,
+    step: &CrawlStep,
     response: &mut ResponseHeader,
-    ctx: &mut RequestCtx,
     ledger: Option<&Arc<Ledger>>,
-) -> Result<()> {
-    let Some(step) = ctx.crawl.as_deref() else {
-        return Ok(());
-    };
+    payer: Payer<'_>,
+) -> Result<Settled> {
     let CrawlOutcome::Forward { intent, price } = step.outcome else {
-        return Ok(());
+        return Ok(Settled::Nothing);
     };
     let origin_price = response.headers.get(CRAWLER_PRICE).map(|v| v.as_bytes());
     let refusal =
         match signpost_policy::settle(intent, price, response.status.as_u16(), origin_price) {
-            Settlement::NoCharge => return Ok(()),
+            Settlement::NoCharge => return Ok(Settled::Nothing),
             Settlement::Refuse(refusal) => CrawlRefusal::exchange(refusal),
             Settlement::Charge(price) => {
-                let crawler = Arc::clone(&step.crawler.name);
-                match record(session, ctx, ledger, price, &crawler).await {
+                let crawler = &step.crawler.name;
+                let ray_id = payer.ray_id;
+                match record(ledger, payer, price, crawler).await {
                     Ok(()) => {
-                        ctx.charged = Some(price);
                         response.insert_header(CRAWLER_CHARGED, price.to_string())?;
-                        return Ok(());
+                        return Ok(Settled::Charged(price));
                     }
                     Err(why) => {
                         if LEDGER_LOG.allow() {
                             tracing::error!(
-                                ray_id = %ctx.ray_id,
+                                ray_id = %ray_id,
                                 crawler = %crawler,
                                 suppressed = LEDGER_LOG.take_suppressed(),
                                 "charge refused, the ledger could not record it: {why}"
@@ -131,35 +171,26 @@ pub async fn settle(
                 }
             }
         };
-    let answer = render(session, ctx, &refusal)?;
-    ctx.error_code = Some(answer.code);
-    ctx.format = Some(answer.format);
-    let Answer { mut head, body, .. } = answer;
-    add_headers(&mut head, &refusal)?;
-    crate::origin_errors::replace(
-        session,
-        response,
-        ctx,
-        crate::origin_errors::Reshaped { head, body },
-    )
+    Ok(Settled::Refused(refusal))
 }
 
 /// The charge's record, written to the ledger; resolves once it is durable.
 async fn record(
-    session: &Session,
-    ctx: &RequestCtx,
     ledger: Option<&Arc<Ledger>>,
-    price: signpost_policy::Price,
+    payer: Payer<'_>,
+    price: Price,
     crawler: &Arc<str>,
 ) -> std::result::Result<(), String> {
     let ledger = ledger.ok_or("the policy has no [ledger]")?;
-    let zone = ctx
-        .zone()
-        .map_or_else(|| Arc::from("-"), |z| Arc::clone(&z.name));
-    let signature = ctx.identity.as_ref().map(|i| &i.signature);
+    let Payer {
+        ray_id,
+        zone,
+        signature,
+        path,
+    } = payer;
     let record = LedgerRecord {
         time: std::time::SystemTime::now(),
-        ray_id: ctx.ray_id.to_hex().as_str().to_owned(),
+        ray_id: ray_id.to_hex().as_str().to_owned(),
         zone,
         crawler: crawler.to_string(),
         directory: signature
@@ -170,12 +201,7 @@ async fn record(
             .and_then(|s| s.keyid.as_deref())
             .unwrap_or("")
             .to_owned(),
-        path: session
-            .req_header()
-            .uri
-            .path_and_query()
-            .map_or("/", |pq| pq.as_str())
-            .to_owned(),
+        path: path.to_owned(),
         price,
     };
     ledger
@@ -184,12 +210,48 @@ async fn record(
         .map_err(|e| e.to_string())
 }
 
-/// The problem answering `refusal`, in the format the client negotiated.
-fn render(session: &Session, ctx: &RequestCtx, refusal: &CrawlRefusal) -> Result<Answer> {
-    let loaded = ctx
-        .policy
-        .clone()
-        .ok_or_else(|| pingora::Error::explain(pingora::InternalError, "no policy"))?;
-    let entry = crate::answer::entry(refusal.code());
-    crate::error_rules::render(&loaded, session, ctx, entry, Some(&custom(refusal)), None)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(headers: &[(&str, &str)]) -> ResponseHeader {
+        let mut h = ResponseHeader::build(200, None).unwrap();
+        for (n, v) in headers {
+            h.insert_header(n.to_string(), *v).unwrap();
+        }
+        h
+    }
+
+    #[test]
+    fn the_origins_receipts_never_reach_a_client_the_edge_did_not_charge() {
+        let origin = [
+            (CRAWLER_PRICE, "USD 5.00"),
+            (CRAWLER_CHARGED, "USD 100.00"),
+            (CRAWLER_ERROR, "ForgedByOrigin"),
+            ("x-kept", "1"),
+        ];
+        let mut uncharged = head(&origin);
+        strip_origin_receipts(&mut uncharged, false);
+        let names: Vec<&str> = uncharged.headers.keys().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["x-kept"]);
+        // Charged: the edge's own crawler-charged (written over the origin's) stays.
+        let mut charged = head(&origin);
+        charged.insert_header(CRAWLER_CHARGED, "USD 0.01").unwrap();
+        strip_origin_receipts(&mut charged, true);
+        assert_eq!(charged.headers[CRAWLER_CHARGED], "USD 0.01");
+        assert!(!charged.headers.contains_key(CRAWLER_PRICE));
+        assert!(!charged.headers.contains_key(CRAWLER_ERROR));
+    }
+
+    #[test]
+    fn the_origin_is_told_of_pricing_only_on_zones_with_crawl_control() {
+        assert_eq!(OriginPricing::of(false, None), None);
+        assert_eq!(OriginPricing::of(true, None), Some(OriginPricing::Bypass));
+        let mut up = pingora::http::RequestHeader::build("GET", b"/", None).unwrap();
+        up.insert_header(PAY_PER_CRAWL, "protocol=cloudflare, pricing=in-band")
+            .unwrap();
+        add_origin_header(&mut up, Some(OriginPricing::Bypass));
+        let told: Vec<_> = up.headers.get_all(PAY_PER_CRAWL).iter().collect();
+        assert_eq!(told, ["protocol=cloudflare, pricing=bypass"]);
+    }
 }

@@ -24,6 +24,7 @@ mod markdown_cache;
 mod metrics;
 mod origin;
 mod origin_errors;
+mod origin_route;
 mod pipeline;
 mod ray;
 mod reload;

@@ -3,11 +3,12 @@
 //! Pingora's body hooks are synchronous and its response header leaves before the body is seen,
 //! so neither an exact `Content-Length` nor an unchanged fallback would be possible inside its
 //! proxy loop. A request that asks for Markdown on a zone that converts is therefore forwarded
-//! here, by the edge itself, through Pingora's own connector and connection pool: the same peer
-//! and forwarding headers as every proxied request (`origin::peer`,
-//! `origin::add_forwarding_headers`), the same 52x answers on failure (the pipeline answers a
-//! [`Failure::Origin`] as it answers Pingora's). The body is read whole (up to the zone's cap and the global memory
-//! budget), converted on tokio's blocking pool with at most [`MAX_CONCURRENT`] conversions at
+//! here, by the edge itself, through Pingora's own connector and connection pool: the same peer,
+//! the same request to the origin and the same filter of its answer as every proxied request
+//! (`origin::peer`, `origin_route::prepare_request`, `origin_route::filter_response`), the same
+//! 52x answers on failure (an error of this module says whose side failed, and the pipeline hands
+//! it to `fail_to_proxy` as Pingora hands its own). The body is read whole (up to the zone's cap
+//! and the global memory budget), converted on tokio's blocking pool with at most [`MAX_CONCURRENT`] conversions at
 //! once (each first reserving its working memory in the budget), and sent with an exact
 //! `Content-Length`; on any miss the origin's bytes are sent as they came.
 
@@ -28,7 +29,6 @@ use prometheus_client::registry::Registry;
 use signpost_policy::MarkdownConfig;
 use signpost_problem::Format;
 
-use crate::ray::CF_RAY;
 use tokio::sync::Semaphore;
 
 /// At most this many conversions run at once (each on a blocking-pool thread); more wait for a
@@ -316,92 +316,68 @@ fn header_str(resp: &ResponseHeader, name: http::header::HeaderName) -> Option<&
     resp.headers.get(name).and_then(|v| v.to_str().ok())
 }
 
-/// Everything `fetch_and_convert` needs from the pipeline, so it stays out of pipeline.rs.
+/// Everything [`respond`] needs from the pipeline, so it stays out of pipeline.rs.
 pub struct Job<'a> {
     pub converter: &'a Converter,
     pub metrics: &'a MarkdownMetrics,
     pub config: &'a MarkdownConfig,
     pub peer: &'a HttpPeer,
-    pub request: RequestHeader,
     /// The URL links resolve against: scheme, host and path of the client's request.
     pub url: String,
     pub head_only: bool,
     /// The `cf-ray` value the response carries.
     pub ray: http::HeaderValue,
-    /// What the edge answers in place of an origin error (`origin_errors::reshape`).
-    pub origin_error: &'a mut OriginError<'a>,
     /// The zone's converted-page cache and what it holds for this request, when it caches.
     pub cache: Option<&'a mut crate::markdown_cache::Use>,
 }
 
-/// Asked with the origin's error head: the problem the edge answers instead, if any.
-pub type OriginError<'a> = dyn FnMut(&Session, &ResponseHeader) -> Result<Option<crate::origin_errors::Reshaped>>
-    + Send
-    + 'a;
-
-/// Why a Markdown request failed.
-#[derive(Debug)]
-pub enum Failure {
-    /// Before anything was written to the client: an origin failure, answered as any (52x).
-    Origin(Box<Error>),
-    /// After the response began: the only honest signal left is to cut the connection.
-    Midway(Box<Error>),
+/// A failure to write to the client: the client's side (it left, or stopped reading), as
+/// Pingora's proxy loop marks its own, so that it is a cancellation and never the edge's 500.
+fn client_side(e: Box<Error>) -> Box<Error> {
+    e.into_down()
 }
 
-impl Failure {
-    pub fn into_error(self) -> Box<Error> {
-        match self {
-            Failure::Origin(e) | Failure::Midway(e) => e,
-        }
-    }
+/// A failure to talk to the origin: its side, answered with its 52x (`rescue.rs`).
+fn origin_side(e: Box<Error>) -> Box<Error> {
+    e.into_up()
 }
 
-type Forwarded<T> = std::result::Result<T, Failure>;
-
-/// Forwards the request, then converts or passes through.
-pub async fn fetch_and_convert(session: &mut Session, job: Job<'_>) -> Forwarded<Outcome> {
+/// Answers the origin's response `resp` (its head filtered by `origin_route::filter_response`):
+/// a revalidated cache entry, the answer the filter put `instead` of the origin's, the page
+/// converted, or the origin's bytes passed through. An error says whose side failed
+/// ([`client_side`], [`origin_side`]).
+pub async fn respond(
+    session: &mut Session,
+    job: Job<'_>,
+    mut up: pingora::protocols::http::client::HttpSession,
+    resp: ResponseHeader,
+    instead: Option<(ResponseHeader, Bytes)>,
+) -> Result<Outcome> {
     let Job {
         converter,
         metrics,
         config,
         peer,
-        request,
         url,
         head_only,
         ray,
-        origin_error,
         mut cache,
     } = job;
-    let mut request = request;
-    if let Some(cache) = cache.as_deref() {
-        cache
-            .ask_conditionally(&mut request)
-            .map_err(Failure::Origin)?;
-    }
-    let (mut up, resp) = ask_origin(converter, peer, request, ray.clone())
-        .await
-        .map_err(Failure::Origin)?;
     if let Some(refreshed) = cache
         .as_deref_mut()
         .and_then(|c| c.revalidated(&resp, session.req_header(), ray))
     {
         // A 304 has no body: the connection is ready for the next request.
         finish_upstream(converter, up, peer, true).await;
-        let reply = refreshed.map_err(Failure::Origin)?;
-        reply
-            .write(session, head_only)
-            .await
-            .map_err(Failure::Midway)?;
+        refreshed?.write(session, head_only).await?;
         return Ok(Outcome::Cached);
     }
-    // An origin error is answered as on the proxy's path (a structured problem for an agent, or
-    // an error rule's answer), not converted: its page is not read, its connection not kept.
-    if resp.status.as_u16() >= 400
-        && let Some(answer) = origin_error(session, &resp).map_err(Failure::Origin)?
-    {
+    // An answer in place of the origin's (its error as a structured problem for an agent, or an
+    // error rule's answer): not converted, its page not read, its connection not kept.
+    if let Some((head, body)) = instead {
         metrics.outcome(Outcome::Skipped);
-        finish_upstream(converter, up, peer, true).await;
-        return write_whole(session, answer.head, answer.body, head_only)
+        finish_upstream(converter, up, peer, false).await;
+        return write_whole(session, head, body, head_only)
             .await
             .map(|()| Outcome::Skipped);
     }
@@ -420,9 +396,7 @@ pub async fn fetch_and_convert(session: &mut Session, job: Job<'_>) -> Forwarded
         finish_upstream(converter, up, peer, result.is_ok()).await;
         return result.map(|()| outcome);
     }
-    let page = read_whole(&mut up, converter, config.max_bytes, declared_len)
-        .await
-        .map_err(Failure::Origin)?;
+    let page = read_whole(&mut up, converter, config.max_bytes, declared_len).await?;
     if let Some(outcome) = page.stopped {
         converter.release(page.reserved);
         metrics.outcome(outcome);
@@ -440,33 +414,27 @@ pub async fn fetch_and_convert(session: &mut Session, job: Job<'_>) -> Forwarded
     let (outcome, header, out) = match converted {
         Ok((markdown, tokens, took)) => {
             metrics.converted(body.len(), markdown.len(), took);
-            let header =
-                markdown_header(&resp, config, markdown.len(), tokens).map_err(Failure::Origin)?;
+            let header = markdown_header(&resp, config, markdown.len(), tokens)?;
             (Outcome::Converted, header, Bytes::from(markdown))
         }
         Err(outcome) => {
             let mut header = resp;
             header.remove_header(&http::header::TRANSFER_ENCODING);
-            header
-                .insert_header(http::header::CONTENT_LENGTH, body.len().to_string())
-                .map_err(Failure::Origin)?;
+            header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
             (outcome, header, body)
         }
     };
     metrics.outcome(outcome);
     let reply = match cache {
-        Some(cache) if outcome == Outcome::Converted => cache
-            .converted(header, out, validators, session.req_header())
-            .map_err(Failure::Origin)?,
+        Some(cache) if outcome == Outcome::Converted => {
+            cache.converted(header, out, validators, session.req_header())?
+        }
         _ => crate::markdown_cache::Reply {
             header,
             body: Some(out),
         },
     };
-    reply
-        .write(session, head_only)
-        .await
-        .map_err(Failure::Midway)?;
+    reply.write(session, head_only).await?;
     Ok(outcome)
 }
 
@@ -476,43 +444,47 @@ async fn write_whole(
     header: ResponseHeader,
     body: Bytes,
     head_only: bool,
-) -> Forwarded<()> {
+) -> Result<()> {
     session
         .write_response_header(Box::new(header), head_only)
         .await
-        .map_err(Failure::Midway)?;
+        .map_err(client_side)?;
     if !head_only {
         session
             .write_response_body(Some(body), true)
             .await
-            .map_err(Failure::Midway)?;
+            .map_err(client_side)?;
     }
     Ok(())
 }
 
-/// Sends the request to the origin and reads its response header, with `cf-ray` and
-/// `Vary: Accept` added as `response_filter` adds them to every proxied response.
-async fn ask_origin(
+/// Sends the request (prepared by `origin_route::prepare_request`) to the origin and reads its
+/// response header. Every failure is the origin's side ([`origin_side`]): a refusal, a timeout
+/// or garbage is its 52x, as on the proxy route.
+pub async fn ask_origin(
     converter: &Converter,
     peer: &HttpPeer,
     request: RequestHeader,
-    ray: http::HeaderValue,
 ) -> Result<(
     pingora::protocols::http::client::HttpSession,
     ResponseHeader,
 )> {
-    let (mut up, _reused) = converter.connector.get_http_session(peer).await?;
+    let (mut up, _reused) = converter
+        .connector
+        .get_http_session(peer)
+        .await
+        .map_err(origin_side)?;
     up.set_read_timeout(peer.options.read_timeout);
     up.set_write_timeout(peer.options.write_timeout);
-    up.write_request_header(Box::new(request)).await?;
-    up.finish_request_body().await?;
-    up.read_response_header().await?;
-    let mut resp = up
+    up.write_request_header(Box::new(request))
+        .await
+        .map_err(origin_side)?;
+    up.finish_request_body().await.map_err(origin_side)?;
+    up.read_response_header().await.map_err(origin_side)?;
+    let resp = up
         .response_header()
         .cloned()
-        .ok_or_else(|| Error::explain(InvalidHTTPHeader, "no response header"))?;
-    resp.insert_header(&CF_RAY, ray)?;
-    add_vary_accept(&mut resp)?;
+        .ok_or_else(|| Error::explain(InvalidHTTPHeader, "no response header").into_up())?;
     Ok((up, resp))
 }
 
@@ -541,7 +513,7 @@ async fn read_whole(
             Ok(None) => break,
             Err(e) => {
                 converter.release(reserved);
-                return Err(e);
+                return Err(origin_side(e));
             }
         };
         if body.len() + chunk.len() > max_bytes {
@@ -574,18 +546,19 @@ async fn read_whole(
 ///   `browsers_get_the_origin_bytes_and_head_gets_the_markdown_length` for HEAD);
 /// - the part of the body read already is sent first, then the rest as it comes
 ///   (`pages_that_are_not_converted_pass_through_unchanged`, the page over the cap);
-/// - `cf-ray` and `Vary: Accept` are added as `response_filter` adds them (both tests above);
+/// - `cf-ray` and `Vary: Accept` are added by `origin_route::filter_response`, as on the proxy
+///   route (both tests above, and `tests/e2e/routes.rs`);
 /// - the origin connection goes back to the pool only when its response was read to the end
 ///   ([`finish_upstream`]; `markdown_pass_through_keeps_the_proxys_framing` reuses it);
-/// - an origin failure before the header is a 52x, after it the connection is cut
-///   ([`Failure`]; `tests/e2e/origin_failures.rs` covers both for proxied requests).
+/// - an origin failure before the header is a 52x, after it the connection is cut, and a client
+///   that leaves is a cancellation ([`origin_side`], [`client_side`]; `tests/e2e/routes.rs`).
 async fn stream_rest(
     session: &mut Session,
     up: &mut pingora::protocols::http::client::HttpSession,
     mut resp: ResponseHeader,
     first: Option<Bytes>,
     head_only: bool,
-) -> Forwarded<()> {
+) -> Result<()> {
     let no_body =
         head_only || resp.status.is_informational() || matches!(resp.status.as_u16(), 204 | 304);
     if !no_body
@@ -594,8 +567,7 @@ async fn stream_rest(
     {
         // As Pingora's proxy does: chunked needs HTTP/1.1.
         resp.set_version(http::Version::HTTP_11);
-        resp.insert_header(http::header::TRANSFER_ENCODING, "chunked")
-            .map_err(Failure::Origin)?;
+        resp.insert_header(http::header::TRANSFER_ENCODING, "chunked")?;
     }
     for name in ["connection", "keep-alive"] {
         resp.remove_header(name);
@@ -603,7 +575,7 @@ async fn stream_rest(
     session
         .write_response_header(Box::new(resp), no_body)
         .await
-        .map_err(Failure::Midway)?;
+        .map_err(client_side)?;
     if no_body {
         return Ok(());
     }
@@ -611,22 +583,22 @@ async fn stream_rest(
         session
             .write_response_body(Some(first), false)
             .await
-            .map_err(Failure::Midway)?;
+            .map_err(client_side)?;
     }
     loop {
         match up.read_response_body().await {
             Ok(Some(chunk)) => session
                 .write_response_body(Some(chunk), false)
                 .await
-                .map_err(Failure::Midway)?,
+                .map_err(client_side)?,
             Ok(None) => break,
-            Err(e) => return Err(Failure::Midway(e)),
+            Err(e) => return Err(origin_side(e)),
         }
     }
     session
         .write_response_body(None, true)
         .await
-        .map_err(Failure::Midway)
+        .map_err(client_side)
 }
 
 /// Returns the origin connection to Pingora's pool when the response was read to its end.

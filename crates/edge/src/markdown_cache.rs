@@ -574,6 +574,35 @@ impl ZoneCache {
         })
     }
 
+    /// Drops the entry of one key URL ([`page_key`]), if there is one: the page changed at the
+    /// origin (a successful unsafe request to it, RFC 9111 section 4.4). Whether one was dropped.
+    pub fn invalidate(&self, url: &str) -> bool {
+        let dropped = self.entries.remove(url).is_some();
+        if dropped {
+            self.settle();
+        }
+        dropped
+    }
+
+    /// A successful unsafe request to `target` on `host` (the request's, as sent): the pages it
+    /// changed at the origin are dropped (RFC 9111 section 4.4), so that the next agent's GET
+    /// converts them anew: the target, and the same-host URLs in the answer's `Location` and
+    /// `Content-Location`, on either scheme (a page is one resource whichever scheme asked for
+    /// it). The number dropped.
+    pub fn unsafe_request_succeeded(&self, host: &str, target: &str, answer: &HeaderMap) -> u64 {
+        let named = [header::LOCATION, header::CONTENT_LOCATION]
+            .into_iter()
+            .filter_map(|name| answer.get(name))
+            .filter_map(|value| same_host_target(value.as_bytes(), host));
+        let mut dropped = 0;
+        for target in std::iter::once(target).chain(named) {
+            for tls in [false, true] {
+                dropped += u64::from(self.invalidate(&page_key(tls, host, target)));
+            }
+        }
+        dropped
+    }
+
     /// Drops every entry (`POST /purge?zone=`); the number dropped.
     pub fn purge_all(&self) -> u64 {
         self.entries.run_pending_tasks();
@@ -602,6 +631,44 @@ impl ZoneCache {
         self.settle();
         doomed.len() as u64
     }
+}
+
+/// The key of a page in its zone's cache: `scheme://host/path?query`, the host as the client
+/// sent it (port included), the target as it came. Also the URL a converted page's links
+/// resolve against.
+pub fn page_key(tls: bool, host: &str, target: &str) -> String {
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://{host}{target}")
+}
+
+/// Whether `method` is unsafe (RFC 9110 section 9.2.1): any but GET, HEAD, OPTIONS and TRACE.
+pub fn is_unsafe(method: &http::Method) -> bool {
+    !matches!(
+        *method,
+        http::Method::GET | http::Method::HEAD | http::Method::OPTIONS | http::Method::TRACE
+    )
+}
+
+/// The target (path and query) a `Location` or `Content-Location` value names on `host`: a
+/// path-absolute reference, or an absolute (or scheme-relative) URL whose authority is `host`.
+/// `None` for other hosts and for references relative to the path (not worth resolving here).
+fn same_host_target<'a>(value: &'a [u8], host: &str) -> Option<&'a str> {
+    let value = std::str::from_utf8(value).ok()?.trim();
+    let value = value.split('#').next().unwrap_or(value);
+    if value.starts_with('/') && !value.starts_with("//") {
+        return Some(value);
+    }
+    let rest = match value.split_once("://") {
+        Some((scheme, rest))
+            if scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https") =>
+        {
+            rest
+        }
+        Some(_) => return None,
+        None => value.strip_prefix("//")?,
+    };
+    let (authority, target) = rest.find('/').map_or((rest, "/"), |i| rest.split_at(i));
+    authority.eq_ignore_ascii_case(host).then_some(target)
 }
 
 /// The host (as sent, port included) and the path of a key URL (`scheme://host/path?query`).
@@ -730,14 +797,19 @@ pub struct Reply {
 }
 
 impl Reply {
-    /// Writes the reply as the whole response (only its header for HEAD).
+    /// Writes the reply as the whole response (only its header for HEAD). A write that fails is
+    /// the client's side (it left): a cancellation, never the edge's error.
     pub async fn write(self, session: &mut Session, head_only: bool) -> Result<()> {
         let end = head_only || self.body.is_none();
         session
             .write_response_header(Box::new(self.header), end)
-            .await?;
+            .await
+            .map_err(|e| e.into_down())?;
         if let Some(body) = self.body.filter(|_| !head_only) {
-            session.write_response_body(Some(body), true).await?;
+            session
+                .write_response_body(Some(body), true)
+                .await
+                .map_err(|e| e.into_down())?;
         }
         Ok(())
     }
@@ -1120,6 +1192,86 @@ mod tests {
             ("example.com:8080", "/a/b")
         );
         assert_eq!(split_url("https://h"), ("h", ""));
+    }
+
+    #[test]
+    fn unsafe_methods_are_those_rfc_9110_does_not_call_safe() {
+        for safe in ["GET", "HEAD", "OPTIONS", "TRACE"] {
+            assert!(!is_unsafe(
+                &http::Method::from_bytes(safe.as_bytes()).unwrap()
+            ));
+        }
+        for changes in ["POST", "PUT", "PATCH", "DELETE", "PURGE"] {
+            assert!(is_unsafe(
+                &http::Method::from_bytes(changes.as_bytes()).unwrap()
+            ));
+        }
+    }
+
+    #[test]
+    fn locations_name_a_target_on_the_same_host_only() {
+        fn target(v: &str) -> Option<&str> {
+            same_host_target(v.as_bytes(), "example.com:8080")
+        }
+        assert_eq!(target("/a/b?q=1#frag"), Some("/a/b?q=1"));
+        assert_eq!(target("http://example.com:8080/a"), Some("/a"));
+        assert_eq!(target("HTTPS://Example.com:8080/a?x"), Some("/a?x"));
+        assert_eq!(target("//example.com:8080/a"), Some("/a"));
+        assert_eq!(target("http://example.com:8080"), Some("/"));
+        assert_eq!(target("http://example.com/a"), None, "another port");
+        assert_eq!(target("http://evil.test/a"), None);
+        assert_eq!(target("//evil.test/a"), None);
+        assert_eq!(target("ftp://example.com:8080/a"), None);
+        assert_eq!(target("relative/path"), None);
+        assert_eq!(same_host_target(b"\xff/a", "example.com:8080"), None);
+    }
+
+    #[test]
+    fn a_successful_unsafe_request_drops_its_pages_on_both_schemes() {
+        let cache = zone_cache();
+        let store = |url: &str| {
+            let req = get(&[]);
+            let mut found = cache.lookup(&req, url, Instant::now());
+            found
+                .converted(
+                    markdown("max-age=60"),
+                    Bytes::from_static(b"# page"),
+                    Validators::default(),
+                    &req,
+                )
+                .unwrap();
+        };
+        for url in [
+            "http://example.com/doc",
+            "https://example.com/doc",
+            "http://example.com/new",
+            "http://example.com/kept",
+        ] {
+            store(url);
+        }
+        let mut answer = HeaderMap::new();
+        answer.insert(header::LOCATION, HeaderValue::from_static("/new"));
+        answer.insert(
+            header::CONTENT_LOCATION,
+            HeaderValue::from_static("http://other.test/kept"),
+        );
+        assert_eq!(
+            cache.unsafe_request_succeeded("example.com", "/doc", &answer),
+            3
+        );
+        let fresh = |url: &str| {
+            cache
+                .lookup(&get(&[]), url, Instant::now())
+                .fresh_reply(HeaderValue::from_static("r"), Instant::now())
+                .is_some()
+        };
+        assert!(!fresh("http://example.com/doc"));
+        assert!(!fresh("https://example.com/doc"));
+        assert!(!fresh("http://example.com/new"));
+        assert!(
+            fresh("http://example.com/kept"),
+            "another host's page stays"
+        );
     }
 
     fn zone_cache() -> Arc<ZoneCache> {

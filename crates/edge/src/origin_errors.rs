@@ -21,7 +21,6 @@ use pingora::proxy::Session;
 use signpost_problem::Custom;
 
 use crate::answer::Answer;
-use crate::ctx::RequestCtx;
 
 /// The most origin body bytes read and dropped after the edge answered an origin error in their
 /// place: an error page is a few KiB; an origin that sends more is cut, not read to its end.
@@ -45,92 +44,59 @@ pub struct Reshaped {
     pub body: Bytes,
 }
 
-/// Decides on the origin's error head whether the edge answers it, and if so rewrites the head.
-/// Called from `response_filter` for statuses 400-599 only.
-pub fn response_filter(
-    session: &Session,
-    response: &mut ResponseHeader,
-    ctx: &mut RequestCtx,
-) -> Result<()> {
-    let Some(reshaped) = reshape(session, response, ctx)? else {
-        return Ok(());
-    };
-    replace(session, response, ctx, reshaped)
+/// How the proxy route carries an answer the edge gives in place of the origin's.
+pub enum InPlace {
+    /// A response to HEAD: the head is all there is.
+    HeadOnly,
+    /// Its body goes in place of the origin's ([`body_filter`]).
+    Body(Replacing),
+    /// The origin declared an empty body, so no body call will come to carry the answer's:
+    /// `fail_to_proxy` writes it, head and body (the route is told by [`ANSWERED_IN_PLACE`]).
+    Whole(Box<(ResponseHeader, Bytes)>),
 }
 
-/// Puts `answer` in place of the origin's `response`: its head now, its body in place of the
-/// origin's (`body_filter`), or through `fail_to_proxy` when the origin declared an empty body
-/// (no body call would come to carry it). Used for reshaped errors and for crawl answers that
-/// replace a response (`crawl.rs`).
-pub fn replace(
-    session: &Session,
-    response: &mut ResponseHeader,
-    ctx: &mut RequestCtx,
-    answer: Reshaped,
-) -> Result<()> {
+/// On the proxy route, puts `answer` in place of the origin's `response` (its head now) and says
+/// how its body goes out. Used for every answer `origin_route::filter_response` gives in place
+/// of the origin's: reshaped errors, crawl control's refusals, robots.txt's managed block.
+pub fn replace(head_only: bool, response: &mut ResponseHeader, answer: Reshaped) -> InPlace {
     let Reshaped { head, body } = answer;
-    let head_only = session.req_header().method == http::Method::HEAD;
     let declared_empty = response
         .headers
         .get(header::CONTENT_LENGTH)
         .is_some_and(|v| v.as_bytes() == b"0");
     *response = head;
     if head_only {
-        return Ok(());
+        InPlace::HeadOnly
+    } else if declared_empty {
+        InPlace::Whole(Box::new((response.clone(), body)))
+    } else {
+        InPlace::Body(Replacing {
+            body: Some(body),
+            discarded: 0,
+        })
     }
-    if declared_empty {
-        ctx.origin_error_answer = Some(Box::new((response.clone(), body)));
-        return Error::e_explain(ANSWERED_IN_PLACE, "origin error with an empty body");
-    }
-    ctx.replacing = Some(Replacing {
-        body: Some(body),
-        discarded: 0,
-    });
-    Ok(())
 }
 
-/// What the edge answers in place of the origin's error `response` (its head), or `None` when
-/// the origin's answer goes to the client: a zone that asks for structured origin errors
-/// answers a client that negotiated JSON or Markdown when the origin's body is not already
-/// structured, and an error rule matching the origin's status answers in any format. Used by
-/// the proxy's `response_filter` and by the Markdown path alike.
-pub fn reshape(
-    session: &Session,
-    response: &ResponseHeader,
-    ctx: &mut RequestCtx,
-) -> Result<Option<Reshaped>> {
-    let Some(loaded) = ctx.policy.clone() else {
-        return Ok(None);
-    };
-    let structured = ctx.zone().is_some_and(|z| z.origin_errors_structured);
-    if !structured && !loaded.policy.has_error_rules() {
-        return Ok(None);
-    }
-    let status = response.status.as_u16();
-    let Some(entry) = signpost_problem::origin_entry(status) else {
-        return Ok(None);
-    };
-    let accept = crate::facts::accept(session);
-    let rule = crate::error_rules::find(&loaded, session, ctx, status, 0);
-    let wanted = structured
-        && signpost_problem::negotiate(accept.as_deref()).is_structured()
-        && !is_structured(response);
-    if rule.is_none() && !wanted {
-        return Ok(None);
-    }
-    let custom = advice(
-        status,
-        retry_after(response),
-        rule.as_ref().map(|r| r.custom),
-    );
-    let answer = crate::error_rules::render(&loaded, session, ctx, entry, Some(&custom), None)?;
-    ctx.format = Some(answer.format);
-    if let Some(rule) = &rule {
-        ctx.error_rule = Some(rule.id.into());
-    }
+/// Whether a zone that asks for structured origin errors (`structured`) answers the origin's
+/// error `response` itself for a client whose `Accept` is `accept`: a client that negotiated
+/// JSON or Markdown, when the origin's body is not already structured. (An error rule matching
+/// the origin's status answers in any format.)
+pub fn wanted(structured: bool, accept: Option<&[u8]>, response: &ResponseHeader) -> bool {
+    structured && signpost_problem::negotiate(accept).is_structured() && !is_structured(response)
+}
+
+/// What changes in the problem answering the origin's error `response`: the retry advice its
+/// status and `Retry-After` give, under what the matching error rule (`rule`) says.
+pub fn custom(response: &ResponseHeader, rule: Option<&Custom>) -> Custom {
+    advice(response.status.as_u16(), retry_after(response), rule)
+}
+
+/// The problem `answer` made to stand in place of the origin's error `response`: the origin's
+/// other headers kept (cookies, `WWW-Authenticate`, its own), those describing its body not.
+pub fn reshaped(response: &ResponseHeader, answer: Answer) -> Result<Reshaped> {
     let Answer { mut head, body, .. } = answer;
     keep_origin_headers(response, &mut head)?;
-    Ok(Some(Reshaped { head, body }))
+    Ok(Reshaped { head, body })
 }
 
 /// Puts the problem's body in place of the origin's first chunk and drops the rest.
@@ -148,7 +114,7 @@ pub fn body_filter(body: &mut Option<Bytes>, replacing: &mut Replacing) -> Resul
     Ok(())
 }
 
-/// Writes an origin error whose body was declared empty, stashed by [`response_filter`].
+/// Writes an origin error whose body was declared empty ([`InPlace::Whole`]).
 pub async fn write_in_place(
     session: &mut Session,
     head: ResponseHeader,

@@ -15,18 +15,21 @@
 //!   5 preread_body     the start of a chunked body, parsed before the origin sees it ──► 400 408
 //!   6 take_in_flight   the client's share of origin work (max_in_flight_per_client) ─► 429 (1015)
 //!   6b robots_txt      /robots.txt on a zone that manages it: `replace` answered here ─► 200
-//!   7 serve_markdown   Markdown on a converting zone: forwarded and converted here ─► page or 52x
-//!      │
+//!   7 serve_markdown   Markdown on a converting zone: forwarded and converted here ─► page
+//!      │               (its failures go to fail_to_proxy, as the proxy route's do)
 //!      └─ else proxied by Pingora:
 //!         request_body_filter (body limits: 413, 408)
 //!         upstream_peer (origin::peer; 1016) ─► upstream_request_filter (origin's headers)
-//!         response_filter (cf-ray, Vary; a paid crawl settled and recorded in the ledger
-//!           before crawler-charged goes out (crawl.rs); robots.txt's managed block
+//!         response_filter (cf-ray, Vary; converted pages an unsafe request changed dropped; a
+//!           paid crawl settled and recorded in the ledger before crawler-charged goes out,
+//!           the origin's own receipts removed (crawl.rs); robots.txt's managed block
 //!           (robots.rs); an origin 4xx/5xx reshaped by origin_errors)
 //!         response_body_filter (the reshaped error's body in place of the origin's; the
 //!           managed block before the origin's robots.txt, which is read)
 //!         ─► the origin's answer
 //!         fail_to_connect / fail_to_proxy (rescue: 52x, or nothing for a client that left)
+//!   Both routes prepare the origin's request and filter its answer's head with the same two
+//!   functions (origin_route.rs: prepare_request, filter_response).
 //! logging: one access line per request, whatever happened; cancellations counted as such.
 //! ```
 //!
@@ -50,16 +53,12 @@ use crate::limits::{Head, apply_connection_limits, client_key};
 use crate::log::{LogBudget, LogSafe, OrDash};
 use crate::metrics::Metrics;
 use crate::origin::OriginResolver;
-use crate::ray::CF_RAY;
+use crate::origin_route::ToOrigin;
 use crate::reload::Loaded;
 use crate::rescue::{BODY_TOO_LARGE, BODY_TOO_SLOW, Rescue, rescue};
 
 /// Where the edge answers `/cdn-cgi/error/<code>` itself, on every host.
 const ERROR_PAGE_PREFIX: &str = "/cdn-cgi/error";
-
-/// The header telling the origin who is asking when the policy names no other.
-static IDENTITY_HEADER: http::HeaderName =
-    http::HeaderName::from_static(signpost_policy::DEFAULT_ORIGIN_HEADER);
 
 /// The edge service: shared, read-mostly state behind every request.
 pub struct Edge {
@@ -202,8 +201,9 @@ impl ProxyHttp for Edge {
             Box::pin(self.answer(session, ctx, refusal.entry, refusal.retry_after)).await?;
             return Ok(true);
         }
-        if let Some(managed) = crate::robots::request(session, ctx, &loaded) {
-            Box::pin(crate::robots::write_managed(session, ctx, managed)).await?;
+        if let Some(managed) = Self::robots_txt(session, ctx, &loaded) {
+            let ray = ctx.ray_header();
+            Box::pin(crate::robots::write_managed(session, ray, managed)).await?;
             return Ok(true);
         }
         match self.markdown_wanted(session, ctx) {
@@ -273,7 +273,8 @@ impl ProxyHttp for Edge {
         e
     }
 
-    /// The headers an origin behind an edge expects (`origin::add_forwarding_headers`).
+    /// The request the origin receives, as every route prepares it
+    /// (`origin_route::prepare_request`).
     async fn upstream_request_filter(
         &self,
         session: &mut Session,
@@ -281,58 +282,37 @@ impl ProxyHttp for Edge {
         ctx: &mut Self::CTX,
     ) -> Result<()> {
         let ray = ctx.ray_header();
-        crate::origin::add_forwarding_headers(upstream, session, &ctx.facts, ctx.client(), ray);
-        let header = ctx
-            .policy
-            .as_ref()
-            .map_or(Some(&IDENTITY_HEADER), |loaded| {
-                match loaded.policy.bots() {
-                    Some(bots) => bots.origin_header.as_ref(),
-                    None => Some(&IDENTITY_HEADER),
-                }
-            });
-        crate::identify::add_origin_header(upstream, ctx.identity.as_deref(), header);
-        crate::crawl::add_origin_header(upstream, ctx);
-        if ctx.robots.is_some() {
-            // The edge reads robots.txt (and may put its block before it): ask for all of it,
-            // as it is.
-            for name in &crate::robots::UNWANTED_REQUEST_HEADERS {
-                upstream.remove_header(name);
-            }
-        }
+        crate::origin_route::prepare_request(upstream, session, ToOrigin::of(ctx, ray));
         Ok(())
     }
 
-    /// The origin's answer passes through unchanged but for the ray id header (and
-    /// `Vary: Accept` on zones that convert to Markdown, so caches keep the variants apart),
-    /// unless it is an error the edge answers in its place (`origin_errors.rs`: for agents on a
-    /// zone that asks, or when an error rule matches it).
+    /// The origin's answer, filtered as on every route (`origin_route::filter_response`); an
+    /// answer the edge gives in its place goes out instead (`origin_errors::replace`: its head
+    /// now, its body in place of the origin's, or whole from `fail_to_proxy` when the origin
+    /// declared an empty body).
     async fn response_filter(
         &self,
         session: &mut Session,
         response: &mut ResponseHeader,
         ctx: &mut Self::CTX,
     ) -> Result<()> {
-        ctx.origin_answered = true;
-        response.insert_header(&CF_RAY, ctx.ray_header())?;
-        if ctx.zone().is_some_and(|z| z.markdown.enabled) {
-            crate::markdown::add_vary_accept(response)?;
-        }
-        if ctx.crawl.is_some() {
-            let ledger = ctx.policy.as_ref().and_then(|l| l.ledger.clone());
-            crate::crawl::settle(session, response, ctx, ledger.as_ref()).await?;
-            if ctx.replacing.is_some() {
-                return Ok(());
+        use crate::origin_errors::{ANSWERED_IN_PLACE, InPlace};
+        let Some(answer) = crate::origin_route::filter_response(session, response, ctx).await?
+        else {
+            return Ok(());
+        };
+        let head_only = session.req_header().method == http::Method::HEAD;
+        match crate::origin_errors::replace(head_only, response, answer) {
+            InPlace::HeadOnly => Ok(()),
+            InPlace::Body(replacing) => {
+                ctx.replacing = Some(replacing);
+                Ok(())
+            }
+            InPlace::Whole(answer) => {
+                ctx.origin_error_answer = Some(answer);
+                Error::e_explain(ANSWERED_IN_PLACE, "origin error with an empty body")
             }
         }
-        crate::crawl::strip_origin_price(response, ctx);
-        if ctx.robots.is_some() && crate::robots::response_filter(session, response, ctx)? {
-            return Ok(());
-        }
-        if response.status.as_u16() >= 400 {
-            crate::origin_errors::response_filter(session, response, ctx)?;
-        }
-        Ok(())
     }
 
     /// The origin's body passes through, but for an origin error the edge answers: its problem
@@ -348,8 +328,11 @@ impl ProxyHttp for Edge {
             crate::origin_errors::body_filter(body, replacing)?;
         } else if let Some(robots) = ctx.robots.as_mut() {
             *body = robots.chunk(body.take());
-            if end_of_stream {
-                crate::robots::keep_origin_file(ctx);
+            if end_of_stream
+                && let Some(robots) = ctx.robots.take()
+                && let (Some(loaded), Some(zone)) = (ctx.policy.as_ref(), ctx.zone())
+            {
+                crate::robots::keep_origin_file(*robots, &loaded.robots, &zone.name);
             }
         }
         Ok(None)
@@ -494,7 +477,14 @@ impl Edge {
         if !decision.identity.is_nobody() {
             self.metrics.identity.observe(&decision.identity);
             ctx.identity = Some(Box::new(std::mem::take(&mut decision.identity)));
-            crate::robots::note_violation(session, ctx, loaded, &self.metrics);
+            if let (Some(bot), Some(zone)) = (
+                ctx.identity.as_ref().and_then(|i| i.bot.as_ref()),
+                ctx.zone(),
+            ) {
+                let path = session.req_header().uri.path();
+                ctx.robots_violation =
+                    crate::robots::violation(&loaded.robots, &self.metrics, &zone.name, bot, path);
+            }
         }
         if let Some(step) = decision.crawl.take() {
             if let Some(zone) = ctx.zone() {
@@ -614,6 +604,21 @@ impl Edge {
         }
     }
 
+    /// Step 6b: `/robots.txt` on a zone that manages it or reads it (`robots::request`): the
+    /// managed block when the edge answers it alone (`replace`); otherwise, when the origin's
+    /// file is read, the reading state is kept in the context for the response's hooks.
+    fn robots_txt(session: &Session, ctx: &mut RequestCtx, loaded: &Loaded) -> Option<String> {
+        use crate::robots::RobotsRequest;
+        let zone = ctx.zone()?;
+        match crate::robots::request(session.req_header(), zone, &loaded.policy)? {
+            RobotsRequest::Answer(managed) => Some(managed),
+            RobotsRequest::Read(reading) => {
+                ctx.robots = Some(reading);
+                None
+            }
+        }
+    }
+
     /// Step 7, first half: whether the request negotiates Markdown on a zone that converts, and
     /// can have it (else it is counted as skipped); the zone's conversion settings when it does.
     fn markdown_wanted(&self, session: &Session, ctx: &mut RequestCtx) -> Option<MarkdownConfig> {
@@ -637,24 +642,23 @@ impl Edge {
 
     /// Step 7: a request that negotiates Markdown on a zone that converts is answered from the
     /// zone's converted-page cache when a fresh entry is there, or once another request
-    /// converting the same page has stored it (markdown_cache.rs), else
-    /// forwarded and converted by `markdown::fetch_and_convert` (the why is in markdown.rs),
-    /// through the same way to the origin as every proxied request. Every other request goes
-    /// down Pingora's proxy path.
+    /// converting the same page has stored it (markdown_cache.rs), else forwarded by
+    /// [`Edge::convert_from_origin`] (the why is in markdown.rs). Every other request goes down
+    /// Pingora's proxy path.
+    ///
+    /// A failure is returned, not answered here: Pingora hands it to `fail_to_proxy`, which
+    /// answers it as it answers the proxy route's (the 52x of `rescue.rs`, nothing for a client
+    /// that left), and to `logging`, which logs and counts it the same way.
     async fn serve_markdown(
         &self,
         session: &mut Session,
         ctx: &mut RequestCtx,
         config: MarkdownConfig,
     ) -> Result<bool> {
-        use crate::markdown::{self, Failure, Outcome};
+        use crate::markdown::Outcome;
         let req = session.req_header();
-        let url = format!(
-            "{}://{}{}",
-            if ctx.facts.tls { "https" } else { "http" },
-            request_host(session),
-            req.uri.path_and_query().map_or("/", |pq| pq.as_str())
-        );
+        let target = req.uri.path_and_query().map_or("/", |pq| pq.as_str());
+        let url = crate::markdown_cache::page_key(ctx.facts.tls, &request_host(session), target);
         let head_only = req.method == http::Method::HEAD;
         let cache = ctx
             .policy
@@ -682,54 +686,49 @@ impl Edge {
             reply?.write(session, head_only).await?;
             return Ok(true);
         }
-        let forwarded = async {
-            let peer = self.peer(ctx).await.map_err(Failure::Origin)?;
-            let mut request =
-                markdown::upstream_request(session.req_header()).map_err(Failure::Origin)?;
-            let ray = ctx.ray_header();
-            crate::origin::add_forwarding_headers(
-                &mut request,
-                session,
-                &ctx.facts,
-                ctx.client(),
-                ray.clone(),
-            );
-            crate::crawl::add_origin_header(&mut request, ctx);
-            let mut origin_error = |session: &Session, response: &ResponseHeader| {
-                crate::origin_errors::reshape(session, response, ctx)
-            };
-            let job = markdown::Job {
-                converter: &self.markdown,
-                metrics: &self.metrics.markdown,
-                config: &config,
-                peer: &peer,
-                request,
-                url,
-                head_only,
-                ray,
-                origin_error: &mut origin_error,
-                cache: cached.as_mut(),
-            };
-            markdown::fetch_and_convert(session, job).await
-        }
-        .await;
+        let forwarded = self
+            .convert_from_origin(session, ctx, &config, url, cached.as_mut())
+            .await;
         let sent_markdown = matches!(forwarded, Ok(Outcome::Converted | Outcome::Cached));
         ctx.markdown_cache = cached.map(|c| c.finish(sent_markdown));
-        match forwarded {
-            Ok(outcome) => {
-                ctx.markdown = Some(outcome);
-                Ok(true)
-            }
-            Err(failure) => {
-                ctx.markdown = Some(Outcome::Failed);
-                if let Failure::Origin(e) = &failure
-                    && self.answer_failure(session, e, ctx).await.is_some()
-                {
-                    return Ok(true);
-                }
-                Err(failure.into_error())
-            }
+        ctx.markdown = Some(*forwarded.as_ref().unwrap_or(&Outcome::Failed));
+        forwarded.map(|_| true)
+    }
+
+    /// The Markdown route's way to the origin, the proxy route's in every step that concerns
+    /// the origin: the zone's peer, the request prepared and the answer's head filtered by
+    /// `origin_route`; then converted, or passed through, by `markdown::respond`.
+    async fn convert_from_origin(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        config: &MarkdownConfig,
+        url: String,
+        cache: Option<&mut crate::markdown_cache::Use>,
+    ) -> Result<crate::markdown::Outcome> {
+        use crate::markdown;
+        let peer = self.peer(ctx).await?;
+        let mut request = markdown::upstream_request(session.req_header())?;
+        let ray = ctx.ray_header();
+        crate::origin_route::prepare_request(&mut request, session, ToOrigin::of(ctx, ray.clone()));
+        if let Some(cache) = cache.as_deref() {
+            cache.ask_conditionally(&mut request)?;
         }
+        let (up, mut resp) = markdown::ask_origin(&self.markdown, &peer, request).await?;
+        let instead = crate::origin_route::filter_response(session, &mut resp, ctx)
+            .await?
+            .map(|answer| (answer.head, answer.body));
+        let job = markdown::Job {
+            converter: &self.markdown,
+            metrics: &self.metrics.markdown,
+            config,
+            peer: &peer,
+            url,
+            head_only: session.req_header().method == http::Method::HEAD,
+            ray,
+            cache,
+        };
+        markdown::respond(session, job, up, resp, instead).await
     }
 }
 
@@ -788,7 +787,8 @@ impl Edge {
             // none of it is held across the write below.
             // Crawl control's own answer speaks before any error rule, as a rule's own
             // response does.
-            let crawl = crate::crawl::refusal(ctx).filter(|r| r.code() == entry.code);
+            let crawl =
+                crate::crawl::refusal(ctx.crawl.as_deref()).filter(|r| r.code() == entry.code);
             let rule = match crawl {
                 Some(_) => None,
                 None => {
@@ -811,7 +811,8 @@ impl Edge {
         answer.write(session, head_only).await
     }
 
-    /// Answers a failure on the way to the origin (Pingora's or the Markdown path's) with its
+    /// Answers a failure on the way to the origin (the proxy route's or the Markdown route's, both
+    /// through `fail_to_proxy`) with its
     /// 52x (or 1016) problem. The status written, or `None` when nothing could be: the client is
     /// gone, or the origin failed midway through a response already begun.
     async fn answer_failure(

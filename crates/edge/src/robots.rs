@@ -371,81 +371,79 @@ impl RobotsBody {
 
 // === In the pipeline ===
 
-/// Step 6b of the pipeline: `/robots.txt` (`GET` or `HEAD`) on a zone that manages it or reads
-/// it. Returns the managed block when the edge answers it alone (`replace`); otherwise prepares
-/// the request to read the origin's file (and to put the managed block before it, in
-/// `prepend`).
+/// What the edge does with a request for `/robots.txt` on a zone that manages it or reads it.
+pub enum RobotsRequest {
+    /// `replace`: answered with the managed block alone, without the origin.
+    Answer(String),
+    /// Asked of the origin, its answer read (and, in `prepend`, put after the managed block):
+    /// the request's state until the body ends.
+    Read(Box<RobotsBody>),
+}
+
+/// Step 6b of the pipeline: `req` for `/robots.txt` (`GET` or `HEAD`) on `zone` of `policy`
+/// (its known bots name the managed block's crawlers; when it identifies bots, violations are
+/// counted against the origin's file, so the file is read). `None` for every other request.
 pub fn request(
-    session: &pingora::proxy::Session,
-    ctx: &mut crate::ctx::RequestCtx,
-    loaded: &crate::reload::Loaded,
-) -> Option<String> {
-    let zone = ctx.zone()?;
-    let req = session.req_header();
+    req: &pingora::http::RequestHeader,
+    zone: &signpost_policy::Zone,
+    policy: &signpost_policy::CompiledPolicy,
+) -> Option<RobotsRequest> {
     if !is_robots_path(req.uri.path())
         || !(req.method == http::Method::GET || req.method == http::Method::HEAD)
     {
         return None;
     }
-    let crawlers: Vec<KnownCrawler<'_>> = loaded
-        .policy
+    let crawlers: Vec<KnownCrawler<'_>> = policy
         .bot_catalog()
         .map(|c| c.bots().iter().map(|b| (&**b).into()).collect())
         .unwrap_or_default();
     match plan(&zone.robots, zone.crawl.as_ref(), &crawlers) {
-        RobotsPlan::Replace { managed } => Some(managed),
-        RobotsPlan::Prepend { managed } => {
-            ctx.robots = Some(Box::new(RobotsBody::new(Some(managed))));
-            None
-        }
-        RobotsPlan::PassThrough => {
-            if loaded.policy.identifies() {
-                ctx.robots = Some(Box::new(RobotsBody::new(None)));
-            }
-            None
-        }
+        RobotsPlan::Replace { managed } => Some(RobotsRequest::Answer(managed)),
+        RobotsPlan::Prepend { managed } => Some(RobotsRequest::Read(Box::new(RobotsBody::new(
+            Some(managed),
+        )))),
+        RobotsPlan::PassThrough => policy
+            .identifies()
+            .then(|| RobotsRequest::Read(Box::new(RobotsBody::new(None)))),
     }
 }
 
-/// A known crawler's request to a path the zone's robots.txt disallows for it: counted, and
-/// noted for the access line. It is not refused for it (robots.txt is a request to crawlers;
-/// crawl control is the rule the edge enforces).
-pub fn note_violation(
-    session: &pingora::proxy::Session,
-    ctx: &mut crate::ctx::RequestCtx,
-    loaded: &crate::reload::Loaded,
+/// A known crawler's (`bot`) request to `path` on `zone`, which the zone's robots.txt (as last
+/// read, in `store`) disallows for it: counted, and returned for the access line. It is not
+/// refused for it (robots.txt is a request to crawlers; crawl control is the rule the edge
+/// enforces).
+pub fn violation(
+    store: &RobotsStore,
     metrics: &crate::metrics::Metrics,
-) {
-    let Some(bot) = ctx.identity.as_ref().and_then(|i| i.bot.as_ref()) else {
-        return;
-    };
-    let Some(zone) = ctx.zone() else { return };
-    let path = session.req_header().uri.path();
+    zone: &str,
+    bot: &signpost_policy::Bot,
+    path: &str,
+) -> Option<Box<Violation>> {
     if is_robots_path(path) {
-        return;
+        return None;
     }
-    let violation = loaded
-        .robots
-        .check(metrics, &zone.name, &bot.name, &bot.robots_token, path);
-    ctx.robots_violation = violation.map(Box::new);
+    store
+        .check(metrics, zone, &bot.name, &bot.robots_token, path)
+        .map(Box::new)
 }
 
-/// The head of a robots.txt the edge answers itself: `200 text/plain`, `len` bytes.
-fn managed_head(ctx: &mut crate::ctx::RequestCtx, len: usize) -> pingora::Result<ResponseHeader> {
+/// The head of a robots.txt the edge answers itself: `200 text/plain`, `len` bytes, `ray` its
+/// `cf-ray`.
+fn managed_head(ray: http::HeaderValue, len: usize) -> pingora::Result<ResponseHeader> {
     let mut head = ResponseHeader::build(200, Some(4))?;
     head.insert_header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")?;
     head.insert_header(http::header::CONTENT_LENGTH, len.to_string())?;
-    head.insert_header(&crate::ray::CF_RAY, ctx.ray_header())?;
+    head.insert_header(&crate::ray::CF_RAY, ray)?;
     Ok(head)
 }
 
 /// Answers `/robots.txt` with the managed block alone (`replace`).
 pub async fn write_managed(
     session: &mut pingora::proxy::Session,
-    ctx: &mut crate::ctx::RequestCtx,
+    ray: http::HeaderValue,
     managed: String,
 ) -> pingora::Result<()> {
-    let head = managed_head(ctx, managed.len())?;
+    let head = managed_head(ray, managed.len())?;
     let head_only = session.req_header().method == http::Method::HEAD;
     session
         .write_response_header(Box::new(head), head_only)
@@ -468,17 +466,19 @@ pub const UNWANTED_REQUEST_HEADERS: [http::header::HeaderName; 5] = [
     http::header::IF_MODIFIED_SINCE,
 ];
 
-/// The origin's answer to `/robots.txt`, for a request the edge reads it for (`ctx.robots`).
-/// Returns whether the edge replaced the answer (the managed block alone, when `prepend` meets
-/// an origin without a file). Otherwise the body goes through [`RobotsBody::chunk`], or, when
-/// it cannot be read (not a 200, compressed all the same), passes untouched and unread.
+/// The origin's answer to `/robots.txt`, for a request the edge reads it for (`reading`, the
+/// request's state, left `None` when the file is not read after all; `ray`: its `cf-ray`).
+/// Returns the answer the edge gives in its place, if any (the managed block alone, when
+/// `prepend` meets an origin without a file). Otherwise the body goes through
+/// [`RobotsBody::chunk`], or, when it cannot be read (not a 200, compressed all the same),
+/// passes untouched and unread.
 pub fn response_filter(
-    session: &pingora::proxy::Session,
     response: &mut ResponseHeader,
-    ctx: &mut crate::ctx::RequestCtx,
-) -> pingora::Result<bool> {
-    let Some(robots) = ctx.robots.as_deref_mut() else {
-        return Ok(false);
+    reading: &mut Option<Box<RobotsBody>>,
+    ray: http::HeaderValue,
+) -> pingora::Result<Option<crate::origin_errors::Reshaped>> {
+    let Some(robots) = reading.as_deref_mut() else {
+        return Ok(None);
     };
     let status = response.status.as_u16();
     let encoded = response
@@ -495,14 +495,14 @@ pub fn response_filter(
     };
     match outcome {
         PrependOutcome::PassThrough => {
-            ctx.robots = None;
-            Ok(false)
+            *reading = None;
+            Ok(None)
         }
         PrependOutcome::Prepend if encoded => {
             // Text cannot go before a compressed body, and it cannot be read: the origin's
             // file passes as it is.
-            ctx.robots = None;
-            Ok(false)
+            *reading = None;
+            Ok(None)
         }
         PrependOutcome::Prepend => {
             if prepending {
@@ -520,37 +520,25 @@ pub fn response_filter(
                 response.remove_header(&http::header::ETAG);
                 response.remove_header(&http::header::LAST_MODIFIED);
             }
-            Ok(false)
+            Ok(None)
         }
         PrependOutcome::ManagedAlone => {
             let managed = robots.take_prefix();
-            ctx.robots = None;
-            let head = managed_head(ctx, managed.len())?;
-            crate::origin_errors::replace(
-                session,
-                response,
-                ctx,
-                crate::origin_errors::Reshaped {
-                    head,
-                    body: managed,
-                },
-            )?;
-            Ok(true)
+            *reading = None;
+            let head = managed_head(ray, managed.len())?;
+            Ok(Some(crate::origin_errors::Reshaped {
+                head,
+                body: managed,
+            }))
         }
     }
 }
 
-/// The origin's file has been read to its end: parse it and keep it as the zone's.
-pub fn keep_origin_file(ctx: &mut crate::ctx::RequestCtx) {
-    let Some(robots) = ctx.robots.take() else {
-        return;
-    };
-    let (Some(loaded), Some(zone)) = (ctx.policy.as_ref(), ctx.zone()) else {
-        return;
-    };
+/// The origin's file has been read to its end: parse it and keep it in `store` as `zone`'s.
+pub fn keep_origin_file(robots: RobotsBody, store: &RobotsStore, zone: &Arc<str>) {
     let file = robots.finish();
-    tracing::debug!(zone = %zone.name, rules = file.rule_count(), "robots.txt read from the origin");
-    loaded.robots.update(&zone.name, file);
+    tracing::debug!(zone = %zone, rules = file.rule_count(), "robots.txt read from the origin");
+    store.update(zone, file);
 }
 
 #[cfg(test)]
