@@ -8,11 +8,11 @@ use std::time::Instant;
 use signpost_policy::{Zone, ZoneId};
 use signpost_problem::{Code, Format};
 
-use crate::facts::Facts;
-use crate::inflight;
+use crate::connection::inflight;
 use crate::markdown::Outcome;
-use crate::ray::RayId;
 use crate::reload::Loaded;
+use crate::request::facts::Facts;
+use crate::request::ray::RayId;
 
 pub struct RequestCtx {
     pub ray_id: RayId,
@@ -41,7 +41,7 @@ pub struct RequestCtx {
     /// What happened to a request for Markdown on a converting zone, for the access log.
     pub markdown: Option<Outcome>,
     /// What the zone's converted-page cache did for it, for the access log.
-    pub markdown_cache: Option<crate::markdown_cache::Status>,
+    pub markdown_cache: Option<crate::markdown::cache::Status>,
     /// The request's place among its client's requests in flight to origins.
     pub in_flight: Option<inflight::Slot>,
     /// Set once the origin's response header arrived: a client that leaves after it no longer
@@ -50,7 +50,7 @@ pub struct RequestCtx {
     /// The id of the error rule that dressed the edge's answer, for the access log.
     pub error_rule: Option<Box<str>>,
     /// An origin error whose body the edge is replacing with a problem (`origin_errors.rs`).
-    pub replacing: Option<crate::origin_errors::Replacing>,
+    pub replacing: Option<crate::origin::errors::Replacing>,
     /// An origin error with an empty body, answered by `fail_to_proxy`: its head and body.
     /// Boxed: rare, and a proxied request's context stays as small as it was.
     pub origin_error_answer: Option<Box<(pingora::http::ResponseHeader, bytes::Bytes)>>,
@@ -64,9 +64,9 @@ pub struct RequestCtx {
     pub charged: Option<signpost_policy::Price>,
     /// `/robots.txt` on its way from the origin: the managed block to put before it, and the
     /// copy kept to parse it (`robots.rs`).
-    pub robots: Option<Box<crate::robots::RobotsBody>>,
+    pub robots: Option<Box<crate::crawl::robots::RobotsBody>>,
     /// The robots.txt rule a known crawler's request broke, for the access log.
-    pub robots_violation: Option<Box<crate::robots::Violation>>,
+    pub robots_violation: Option<Box<crate::crawl::robots::Violation>>,
 }
 
 impl RequestCtx {

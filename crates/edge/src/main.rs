@@ -3,36 +3,30 @@
 //!
 //! The request pipeline is in [`pipeline`]; this file is the command line.
 
-mod admin;
-mod answer;
-mod commands;
-mod conncap;
-mod crawl;
+// The wiring: the pipeline and the hubs that hold each room's state, runtime and metrics.
 mod ctx;
-mod error_rules;
-mod facts;
-mod fleet;
-mod h2guard;
-mod identify;
-mod inflight;
-mod ledger;
-mod limits;
-mod log;
-mod malformed;
-mod markdown;
-mod markdown_cache;
 mod metrics;
-mod origin;
-mod origin_errors;
-mod origin_route;
 mod pipeline;
-mod ray;
 mod reload;
-mod rescue;
-mod robots;
 mod server;
-mod tls;
-mod trace;
+
+// What the edge reads of a request before any decision.
+mod request;
+// What a connection may hold: the per-client cap, HTTP/2 guards, requests in flight, TLS.
+mod connection;
+// The way to the origin, and its failures classified once.
+mod origin;
+// The edge's own answers, dressed by the operator's error rules.
+mod answer;
+// The rooms of the features: Markdown for agents, crawl control, fleet state, identification.
+mod crawl;
+mod fleet;
+mod identify;
+mod markdown;
+// What the operator runs and reads: the admin listener, the commands, trace.
+mod operator;
+
+mod log;
 #[cfg(test)]
 mod vendored_pingora_tests;
 
@@ -40,6 +34,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+
+use operator::{commands, trace};
 
 /// mimalloc instead of the system allocator: a proxy allocates and frees small buffers for every
 /// request (headers, bodies, futures), and glibc's malloc spent about 15% of a proxied request's

@@ -28,26 +28,6 @@ struct ZoneLabel {
     zone: Arc<str>,
 }
 
-/// A crawler, by catalog name: the label set is bounded by the catalog (at most
-/// `signpost_policy::MAX_BOTS` names), whatever the requests claim.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CrawlerLabel {
-    crawler: Arc<str>,
-}
-
-/// A known crawler's request as crawl control saw it.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct CrawlLabels {
-    zone: Arc<str>,
-    crawler: Arc<str>,
-    /// Its behaviors, e.g. `search,training`.
-    behavior: &'static str,
-    /// `allow`, `block` or `charge`.
-    action: &'static str,
-    /// `allowed`, `free`, `forwarded` or `refused`.
-    outcome: &'static str,
-}
-
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct OutcomeLabel {
     outcome: &'static str,
@@ -84,23 +64,21 @@ pub struct Metrics {
     /// The zone label of requests no zone served.
     no_zone: Arc<str>,
     /// Client connections: events that cut or refuse them, and what the caps count.
-    pub connections: crate::conncap::ConnectionMetrics,
+    pub connections: crate::connection::conncap::ConnectionMetrics,
     /// The rate limiters' state.
-    pub rate_limits: crate::limits::RateLimitMetrics,
+    pub rate_limits: crate::request::limits::RateLimitMetrics,
     /// Fleet rate limits' Redis calls and fallbacks.
     pub fleet: crate::fleet::FleetMetrics,
     /// Cents charged (pay per crawl) and recorded in the ledger.
-    pub ledger: crate::ledger::LedgerMetrics,
-    /// Requests of known crawlers to paths the origin's robots.txt disallows for them.
-    robots_violations: Family<CrawlerLabel, Counter>,
-    /// Known crawlers' requests in zones with crawl control, by crawler, behavior and action.
-    crawl_requests: Family<CrawlLabels, Counter>,
+    pub ledger: crate::crawl::ledger::LedgerMetrics,
+    /// Known crawlers' requests by what crawl control did, and their robots.txt violations.
+    pub crawl: crate::crawl::metrics::CrawlMetrics,
     /// Origin HTML converted to Markdown.
     pub markdown: crate::markdown::MarkdownMetrics,
     /// Who is asking: signatures checked, bots seen, and identification's background work.
     pub identity: crate::identify::IdentityMetrics,
     /// The zones' converted-page caches.
-    pub markdown_cache: crate::markdown_cache::CacheMetrics,
+    pub markdown_cache: crate::markdown::cache::CacheMetrics,
 }
 
 impl Metrics {
@@ -133,27 +111,14 @@ impl Metrics {
             "How many policies this process has loaded",
             policy_generation.clone(),
         );
-        let connections = crate::conncap::ConnectionMetrics::register(&mut registry);
-        let rate_limits = crate::limits::RateLimitMetrics::register(&mut registry);
+        let connections = crate::connection::conncap::ConnectionMetrics::register(&mut registry);
+        let rate_limits = crate::request::limits::RateLimitMetrics::register(&mut registry);
         let fleet = crate::fleet::FleetMetrics::register(&mut registry);
-        let ledger = crate::ledger::LedgerMetrics::register(&mut registry);
+        let ledger = crate::crawl::ledger::LedgerMetrics::register(&mut registry);
         let markdown = crate::markdown::MarkdownMetrics::register(&mut registry);
         let identity = crate::identify::IdentityMetrics::register(&mut registry);
-        let markdown_cache = crate::markdown_cache::CacheMetrics::register(&mut registry);
-        let robots_violations = Family::<CrawlerLabel, Counter>::default();
-        registry.register(
-            "robots_violations",
-            "Requests of known crawlers to paths the zone's robots.txt disallows for them, by \
-             crawler (catalog names; other for the rest)",
-            robots_violations.clone(),
-        );
-        let crawl_requests = Family::<CrawlLabels, Counter>::default();
-        registry.register(
-            "crawl_requests",
-            "Requests of known crawlers in zones with crawl control, by zone, crawler, behavior, \
-             action (allow, block, charge) and outcome (allowed, free, forwarded, refused)",
-            crawl_requests.clone(),
-        );
+        let markdown_cache = crate::markdown::cache::CacheMetrics::register(&mut registry);
+        let crawl = crate::crawl::metrics::CrawlMetrics::register(&mut registry);
         Metrics {
             registry,
             requests,
@@ -165,8 +130,7 @@ impl Metrics {
             rate_limits,
             fleet,
             ledger,
-            robots_violations,
-            crawl_requests,
+            crawl,
             markdown,
             identity,
             markdown_cache,
@@ -247,28 +211,6 @@ impl Metrics {
 
     pub fn observe_policy_loaded(&self) {
         self.policy_generation.inc();
-    }
-
-    /// A request of a known crawler to a path robots.txt disallows for it.
-    pub fn observe_robots_violation(&self, crawler: &Arc<str>) {
-        self.robots_violations
-            .get_or_create(&CrawlerLabel {
-                crawler: Arc::clone(crawler),
-            })
-            .inc();
-    }
-
-    /// A known crawler's request in a zone with crawl control.
-    pub fn observe_crawl(&self, zone: &Arc<str>, step: &signpost_policy::CrawlStep) {
-        self.crawl_requests
-            .get_or_create(&CrawlLabels {
-                zone: Arc::clone(zone),
-                crawler: Arc::clone(&step.crawler.name),
-                behavior: step.crawler.behaviors.as_str(),
-                action: step.action.as_str(),
-                outcome: step.outcome.as_str(),
-            })
-            .inc();
     }
 
     /// The Prometheus text exposition of every metric.

@@ -46,16 +46,16 @@ use pingora::proxy::FailToProxy;
 use signpost_policy::{MarkdownConfig, Origin, Verdict};
 use signpost_problem::{CatalogEntry, Code};
 
+use crate::connection::inflight::InFlight;
 use crate::ctx::RequestCtx;
-use crate::facts::{Facts, request_host};
-use crate::inflight::InFlight;
-use crate::limits::{Head, apply_connection_limits, client_key};
 use crate::log::{LogBudget, LogSafe, OrDash};
 use crate::metrics::Metrics;
 use crate::origin::OriginResolver;
-use crate::origin_route::ToOrigin;
+use crate::origin::rescue::{BODY_TOO_LARGE, BODY_TOO_SLOW, Rescue, rescue};
+use crate::origin::route::ToOrigin;
 use crate::reload::Loaded;
-use crate::rescue::{BODY_TOO_LARGE, BODY_TOO_SLOW, Rescue, rescue};
+use crate::request::facts::{Facts, request_host};
+use crate::request::limits::{Head, apply_connection_limits, client_key};
 
 /// Where the edge answers `/cdn-cgi/error/<code>` itself, on every host.
 const ERROR_PAGE_PREFIX: &str = "/cdn-cgi/error";
@@ -131,7 +131,7 @@ impl ProxyHttp for Edge {
         error: &Error,
     ) -> Result<bool> {
         let loaded = self.policy.load_full();
-        crate::malformed::answer_unreadable(
+        crate::request::malformed::answer_unreadable(
             session,
             error,
             loaded.policy.problem_branding(),
@@ -203,7 +203,7 @@ impl ProxyHttp for Edge {
         }
         if let Some(managed) = Self::robots_txt(session, ctx, &loaded) {
             let ray = ctx.ray_header();
-            Box::pin(crate::robots::write_managed(session, ray, managed)).await?;
+            Box::pin(crate::crawl::robots::write_managed(session, ray, managed)).await?;
             return Ok(true);
         }
         match self.markdown_wanted(session, ctx) {
@@ -282,7 +282,7 @@ impl ProxyHttp for Edge {
         ctx: &mut Self::CTX,
     ) -> Result<()> {
         let ray = ctx.ray_header();
-        crate::origin_route::prepare_request(upstream, session, ToOrigin::of(ctx, ray));
+        crate::origin::route::prepare_request(upstream, session, ToOrigin::of(ctx, ray));
         Ok(())
     }
 
@@ -296,13 +296,13 @@ impl ProxyHttp for Edge {
         response: &mut ResponseHeader,
         ctx: &mut Self::CTX,
     ) -> Result<()> {
-        use crate::origin_errors::{ANSWERED_IN_PLACE, InPlace};
-        let Some(answer) = crate::origin_route::filter_response(session, response, ctx).await?
+        use crate::origin::errors::{ANSWERED_IN_PLACE, InPlace};
+        let Some(answer) = crate::origin::route::filter_response(session, response, ctx).await?
         else {
             return Ok(());
         };
         let head_only = session.req_header().method == http::Method::HEAD;
-        match crate::origin_errors::replace(head_only, response, answer) {
+        match crate::origin::errors::replace(head_only, response, answer) {
             InPlace::HeadOnly => Ok(()),
             InPlace::Body(replacing) => {
                 ctx.replacing = Some(replacing);
@@ -325,14 +325,14 @@ impl ProxyHttp for Edge {
         ctx: &mut Self::CTX,
     ) -> Result<Option<std::time::Duration>> {
         if let Some(replacing) = ctx.replacing.as_mut() {
-            crate::origin_errors::body_filter(body, replacing)?;
+            crate::origin::errors::body_filter(body, replacing)?;
         } else if let Some(robots) = ctx.robots.as_mut() {
             *body = robots.chunk(body.take());
             if end_of_stream
                 && let Some(robots) = ctx.robots.take()
                 && let (Some(loaded), Some(zone)) = (ctx.policy.as_ref(), ctx.zone())
             {
-                crate::robots::keep_origin_file(*robots, &loaded.robots, &zone.name);
+                crate::crawl::robots::keep_origin_file(*robots, &loaded.robots, &zone.name);
             }
         }
         Ok(None)
@@ -350,7 +350,7 @@ impl ProxyHttp for Edge {
     ) -> FailToProxy {
         if let Some(answer) = ctx.origin_error_answer.take() {
             let (head, body) = *answer;
-            let status = crate::origin_errors::write_in_place(session, head, body)
+            let status = crate::origin::errors::write_in_place(session, head, body)
                 .await
                 .ok();
             return FailToProxy {
@@ -376,13 +376,13 @@ impl ProxyHttp for Edge {
         let now = Instant::now();
         // A client that stopped taking the response, or left before it ended, is not an error of
         // its request: it is counted and logged as what it is.
-        let client_event = e.and_then(crate::rescue::client_event);
+        let client_event = e.and_then(crate::origin::rescue::client_event);
         if let Some(event) = client_event {
             self.metrics.connections.event(event);
             self.hold_cancelled(ctx, now);
         }
         // A body that stopped arriving (408) is counted as the too-slow one is (`body_filter`).
-        if e.is_some_and(crate::rescue::is_stalled_body) {
+        if e.is_some_and(crate::origin::rescue::is_stalled_body) {
             self.metrics.connections.event("body_timeout");
         }
         let duration = now.saturating_duration_since(ctx.started);
@@ -456,7 +456,7 @@ impl Edge {
         loaded: &Loaded,
     ) -> Option<Refusal> {
         let host = request_host(session);
-        let facts = crate::facts::request_facts(session, &ctx.facts, &host);
+        let facts = crate::request::facts::request_facts(session, &ctx.facts, &host);
         // The request's arrival is the rate limiters' "now": one clock read serves both. The fleet
         // step is the policy's (which rules, in which order, the first refusal deciding); the
         // edge only asks Redis.
@@ -482,13 +482,18 @@ impl Edge {
                 ctx.zone(),
             ) {
                 let path = session.req_header().uri.path();
-                ctx.robots_violation =
-                    crate::robots::violation(&loaded.robots, &self.metrics, &zone.name, bot, path);
+                ctx.robots_violation = crate::crawl::robots::violation(
+                    &loaded.robots,
+                    &self.metrics.crawl,
+                    &zone.name,
+                    bot,
+                    path,
+                );
             }
         }
         if let Some(step) = decision.crawl.take() {
             if let Some(zone) = ctx.zone() {
-                self.metrics.observe_crawl(&zone.name, &step);
+                self.metrics.crawl.request(&zone.name, &step);
             }
             ctx.crawl = Some(step);
         }
@@ -608,9 +613,9 @@ impl Edge {
     /// managed block when the edge answers it alone (`replace`); otherwise, when the origin's
     /// file is read, the reading state is kept in the context for the response's hooks.
     fn robots_txt(session: &Session, ctx: &mut RequestCtx, loaded: &Loaded) -> Option<String> {
-        use crate::robots::RobotsRequest;
+        use crate::crawl::robots::RobotsRequest;
         let zone = ctx.zone()?;
-        match crate::robots::request(session.req_header(), zone, &loaded.policy)? {
+        match crate::crawl::robots::request(session.req_header(), zone, &loaded.policy)? {
             RobotsRequest::Answer(managed) => Some(managed),
             RobotsRequest::Read(reading) => {
                 ctx.robots = Some(reading);
@@ -629,7 +634,7 @@ impl Edge {
             // the charge is settled (conversion does not settle charges yet).
             return None;
         }
-        let accept = crate::facts::accept(session);
+        let accept = crate::request::facts::accept(session);
         match markdown::wanted(session.req_header(), accept.as_deref())? {
             true => Some(config.markdown.clone()),
             false => {
@@ -658,7 +663,7 @@ impl Edge {
         use crate::markdown::Outcome;
         let req = session.req_header();
         let target = req.uri.path_and_query().map_or("/", |pq| pq.as_str());
-        let url = crate::markdown_cache::page_key(ctx.facts.tls, &request_host(session), target);
+        let url = crate::markdown::cache::page_key(ctx.facts.tls, &request_host(session), target);
         let head_only = req.method == http::Method::HEAD;
         let cache = ctx
             .policy
@@ -672,7 +677,9 @@ impl Edge {
                 // would wait for the origin.
                 let wait = ctx
                     .zone()
-                    .map_or(crate::markdown_cache::MAX_COALESCE_WAIT, |z| z.read_timeout);
+                    .map_or(crate::markdown::cache::MAX_COALESCE_WAIT, |z| {
+                        z.read_timeout
+                    });
                 Some(cache.lookup_coalesced(req, &url, wait).await)
             }
             None => None,
@@ -704,18 +711,22 @@ impl Edge {
         ctx: &mut RequestCtx,
         config: &MarkdownConfig,
         url: String,
-        cache: Option<&mut crate::markdown_cache::Use>,
+        cache: Option<&mut crate::markdown::cache::Use>,
     ) -> Result<crate::markdown::Outcome> {
         use crate::markdown;
         let peer = self.peer(ctx).await?;
         let mut request = markdown::upstream_request(session.req_header())?;
         let ray = ctx.ray_header();
-        crate::origin_route::prepare_request(&mut request, session, ToOrigin::of(ctx, ray.clone()));
+        crate::origin::route::prepare_request(
+            &mut request,
+            session,
+            ToOrigin::of(ctx, ray.clone()),
+        );
         if let Some(cache) = cache.as_deref() {
             cache.ask_conditionally(&mut request)?;
         }
         let (up, mut resp) = markdown::ask_origin(&self.markdown, &peer, request).await?;
-        let instead = crate::origin_route::filter_response(session, &mut resp, ctx)
+        let instead = crate::origin::route::filter_response(session, &mut resp, ctx)
             .await?
             .map(|answer| (answer.head, answer.body));
         let job = markdown::Job {
@@ -791,14 +802,24 @@ impl Edge {
                 crate::crawl::refusal(ctx.crawl.as_deref()).filter(|r| r.code() == entry.code);
             let rule = match crawl {
                 Some(_) => None,
-                None => {
-                    crate::error_rules::find(&loaded, session, ctx, entry.status, entry.code.get())
-                }
+                None => crate::answer::error_rules::find(
+                    &loaded,
+                    session,
+                    ctx,
+                    entry.status,
+                    entry.code.get(),
+                ),
             };
             let crawl_custom = crawl.map(crate::crawl::custom);
             let custom = rule.as_ref().map(|r| r.custom).or(crawl_custom.as_ref());
-            let mut answer =
-                crate::error_rules::render(&loaded, session, ctx, entry, custom, retry_after)?;
+            let mut answer = crate::answer::error_rules::render(
+                &loaded,
+                session,
+                ctx,
+                entry,
+                custom,
+                retry_after,
+            )?;
             if let Some(refusal) = crawl {
                 crate::crawl::add_headers(&mut answer.head, refusal)?;
             }
@@ -853,8 +874,10 @@ impl Edge {
         }
         let hold = ctx
             .zone()
-            .map_or(crate::inflight::CANCELLED_HOLD_MAX, |z| z.read_timeout)
-            .min(crate::inflight::CANCELLED_HOLD_MAX);
+            .map_or(crate::connection::inflight::CANCELLED_HOLD_MAX, |z| {
+                z.read_timeout
+            })
+            .min(crate::connection::inflight::CANCELLED_HOLD_MAX);
         if let Some(slot) = ctx.in_flight.as_mut() {
             slot.hold_until(now + hold);
         }

@@ -13,7 +13,7 @@ use signpost_policy::{CompiledPolicy, Decision, OnError, ZoneId};
 use tokio::signal::unix::{SignalKind, signal};
 
 use crate::fleet::Fleet;
-use crate::markdown_cache::ZoneCache;
+use crate::markdown::cache::ZoneCache;
 use crate::metrics::{Metrics, ZoneMetrics};
 
 /// A compiled policy together with what the metrics and the fleet rate limits need from it,
@@ -35,10 +35,10 @@ pub struct Loaded {
     markdown_caches: Vec<Option<Arc<ZoneCache>>>,
     /// The ledger of charged responses, when the policy has `[ledger]`. A reload naming the same
     /// directory keeps it (its writer holds the directory's lock).
-    pub ledger: Option<Arc<crate::ledger::Ledger>>,
+    pub ledger: Option<Arc<crate::crawl::ledger::Ledger>>,
     /// The origins' robots.txt files, parsed, per zone; kept across reloads for the zones
     /// that remain.
-    pub robots: Arc<crate::robots::RobotsStore>,
+    pub robots: Arc<crate::crawl::robots::RobotsStore>,
 }
 
 impl Loaded {
@@ -152,7 +152,7 @@ impl Loaded {
 }
 
 /// The connection cap reads the policy loaded now, per connection.
-impl crate::conncap::ConnectionPolicy for ArcSwap<Loaded> {
+impl crate::connection::conncap::ConnectionPolicy for ArcSwap<Loaded> {
     fn connections(&self) -> signpost_policy::Connections {
         *self.load().policy.connections()
     }
@@ -169,7 +169,7 @@ fn ledger_of(
     policy: &CompiledPolicy,
     previous: Option<&Loaded>,
     metrics: &Arc<Metrics>,
-) -> Result<Option<Arc<crate::ledger::Ledger>>, signpost_policy::PolicyError> {
+) -> Result<Option<Arc<crate::crawl::ledger::Ledger>>, signpost_policy::PolicyError> {
     let Some(config) = policy.ledger() else {
         return Ok(None);
     };
@@ -181,12 +181,12 @@ fn ledger_of(
         }
         return Ok(Some(Arc::clone(ledger)));
     }
-    let options = crate::ledger::LedgerOptions {
+    let options = crate::crawl::ledger::LedgerOptions {
         rotate_bytes: config.rotate_bytes,
         rotate_every: Some(config.rotate_every),
         ..Default::default()
     };
-    crate::ledger::Ledger::open(&config.dir, options, Some(metrics.ledger.clone()))
+    crate::crawl::ledger::Ledger::open(&config.dir, options, Some(metrics.ledger.clone()))
         .map(|l| Some(Arc::new(l)))
         .map_err(|e| {
             signpost_policy::PolicyError::single(signpost_policy::Problem {

@@ -12,9 +12,9 @@ use pingora::services::background::background_service;
 use pingora::services::listening::Service;
 use signpost_policy::{Listener, TlsFiles};
 
-use crate::admin::Admin;
-use crate::conncap::Capped;
+use crate::connection::conncap::Capped;
 use crate::metrics::Metrics;
+use crate::operator::admin::Admin;
 use crate::pipeline::Edge;
 use crate::reload::{Loaded, Reloader};
 
@@ -110,7 +110,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
             Some(TlsFiles { cert, key }) => {
                 let cert = cert.to_str().context("certificate path is not UTF-8")?;
                 let key = key.to_str().context("key path is not UTF-8")?;
-                let settings = crate::tls::listener_settings(cert, key)
+                let settings = crate::connection::tls::listener_settings(cert, key)
                     .map_err(|e| anyhow::anyhow!("TLS listener {addr}: {e}"))?;
                 proxy.add_tls_with_settings(addr, None, settings);
             }

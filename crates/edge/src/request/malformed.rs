@@ -8,10 +8,10 @@ use pingora::protocols::http::ServerSession;
 use signpost_problem::{Branding, Code};
 
 use crate::answer::Answer;
-use crate::conncap::ConnectionMetrics;
-use crate::limits::{MAX_HEADER_BYTES, MAX_URI_LEN};
+use crate::connection::conncap::ConnectionMetrics;
 use crate::log::{LogBudget, LogSafe};
-use crate::ray::RayId;
+use crate::request::limits::{MAX_HEADER_BYTES, MAX_URI_LEN};
+use crate::request::ray::RayId;
 
 /// Header lines past which a header that could not be read is "too many headers" (431):
 /// Pingora's own limit is 256 lines.

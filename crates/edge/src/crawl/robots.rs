@@ -237,14 +237,14 @@ impl RobotsStore {
     /// name). The caller logs the returned rule on the access line.
     pub fn check(
         &self,
-        metrics: &crate::metrics::Metrics,
+        metrics: &crate::crawl::metrics::CrawlMetrics,
         zone: &str,
         crawler_label: &Arc<str>,
         token: &str,
         path: &str,
     ) -> Option<Violation> {
         let violation = self.is_disallowed(zone, token, path)?;
-        metrics.observe_robots_violation(crawler_label);
+        metrics.robots_violation(crawler_label);
         Some(violation)
     }
 
@@ -414,7 +414,7 @@ pub fn request(
 /// enforces).
 pub fn violation(
     store: &RobotsStore,
-    metrics: &crate::metrics::Metrics,
+    metrics: &crate::crawl::metrics::CrawlMetrics,
     zone: &str,
     bot: &signpost_policy::Bot,
     path: &str,
@@ -433,7 +433,7 @@ fn managed_head(ray: http::HeaderValue, len: usize) -> pingora::Result<ResponseH
     let mut head = ResponseHeader::build(200, Some(4))?;
     head.insert_header(http::header::CONTENT_TYPE, "text/plain; charset=utf-8")?;
     head.insert_header(http::header::CONTENT_LENGTH, len.to_string())?;
-    head.insert_header(&crate::ray::CF_RAY, ray)?;
+    head.insert_header(&crate::request::ray::CF_RAY, ray)?;
     Ok(head)
 }
 
@@ -476,7 +476,7 @@ pub fn response_filter(
     response: &mut ResponseHeader,
     reading: &mut Option<Box<RobotsBody>>,
     ray: http::HeaderValue,
-) -> pingora::Result<Option<crate::origin_errors::Reshaped>> {
+) -> pingora::Result<Option<crate::origin::errors::Reshaped>> {
     let Some(robots) = reading.as_deref_mut() else {
         return Ok(None);
     };
@@ -526,7 +526,7 @@ pub fn response_filter(
             let managed = robots.take_prefix();
             *reading = None;
             let head = managed_head(ray, managed.len())?;
-            Ok(Some(crate::origin_errors::Reshaped {
+            Ok(Some(crate::origin::errors::Reshaped {
                 head,
                 body: managed,
             }))
@@ -661,18 +661,30 @@ Disallow:
         let metrics = crate::metrics::Metrics::new();
         assert!(
             store
-                .check(&metrics, "www", &Arc::from("GPTBot"), "GPTBot", "/private/")
+                .check(
+                    &metrics.crawl,
+                    "www",
+                    &Arc::from("GPTBot"),
+                    "GPTBot",
+                    "/private/"
+                )
                 .is_some()
         );
         assert!(
             store
-                .check(&metrics, "www", &Arc::from("GPTBot"), "GPTBot", "/open")
+                .check(
+                    &metrics.crawl,
+                    "www",
+                    &Arc::from("GPTBot"),
+                    "GPTBot",
+                    "/open"
+                )
                 .is_none()
         );
         assert!(
             store
                 .check(
-                    &metrics,
+                    &metrics.crawl,
                     "www",
                     &Arc::from("OtherBot"),
                     "GPTBot",

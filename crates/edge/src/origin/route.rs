@@ -26,9 +26,9 @@ use pingora::proxy::Session;
 
 use crate::crawl::OriginPricing;
 use crate::ctx::RequestCtx;
-use crate::facts::{Facts, request_host};
-use crate::origin_errors::Reshaped;
-use crate::ray::CF_RAY;
+use crate::origin::errors::Reshaped;
+use crate::request::facts::{Facts, request_host};
+use crate::request::ray::CF_RAY;
 
 /// The header telling the origin who is asking when the policy names no other.
 static IDENTITY_HEADER: HeaderName =
@@ -81,7 +81,7 @@ pub fn prepare_request(upstream: &mut RequestHeader, session: &Session, to: ToOr
     if to.reads_robots {
         // The edge reads robots.txt (and may put its block before it): ask for all of it, as
         // it is.
-        for name in &crate::robots::UNWANTED_REQUEST_HEADERS {
+        for name in &crate::crawl::robots::UNWANTED_REQUEST_HEADERS {
             upstream.remove_header(name);
         }
     }
@@ -106,7 +106,7 @@ pub async fn filter_response(
     if converts {
         crate::markdown::add_vary_accept(response)?;
         let method = &session.req_header().method;
-        if status < 400 && crate::markdown_cache::is_unsafe(method) {
+        if status < 400 && crate::markdown::cache::is_unsafe(method) {
             drop_changed_pages(session, response, ctx);
         }
     }
@@ -133,7 +133,9 @@ pub async fn filter_response(
     }
     if ctx.robots.is_some() {
         let ray = ctx.ray_header();
-        if let Some(managed) = crate::robots::response_filter(response, &mut ctx.robots, ray)? {
+        if let Some(managed) =
+            crate::crawl::robots::response_filter(response, &mut ctx.robots, ray)?
+        {
             return Ok(Some(managed));
         }
     }
@@ -156,7 +158,8 @@ fn refuse_crawl(
         .ok_or_else(|| pingora::Error::explain(pingora::InternalError, "no policy"))?;
     let entry = crate::answer::entry(refusal.code());
     let custom = crate::crawl::custom(refusal);
-    let answer = crate::error_rules::render(&loaded, session, ctx, entry, Some(&custom), None)?;
+    let answer =
+        crate::answer::error_rules::render(&loaded, session, ctx, entry, Some(&custom), None)?;
     ctx.error_code = Some(answer.code);
     ctx.format = Some(answer.format);
     let crate::answer::Answer { mut head, body, .. } = answer;
@@ -183,18 +186,19 @@ fn reshape_origin_error(
     let Some(entry) = signpost_problem::origin_entry(status) else {
         return Ok(None);
     };
-    let rule = crate::error_rules::find(&loaded, session, ctx, status, 0);
-    let accept = crate::facts::accept(session);
-    if rule.is_none() && !crate::origin_errors::wanted(structured, accept.as_deref(), response) {
+    let rule = crate::answer::error_rules::find(&loaded, session, ctx, status, 0);
+    let accept = crate::request::facts::accept(session);
+    if rule.is_none() && !crate::origin::errors::wanted(structured, accept.as_deref(), response) {
         return Ok(None);
     }
-    let custom = crate::origin_errors::custom(response, rule.as_ref().map(|r| r.custom));
-    let answer = crate::error_rules::render(&loaded, session, ctx, entry, Some(&custom), None)?;
+    let custom = crate::origin::errors::custom(response, rule.as_ref().map(|r| r.custom));
+    let answer =
+        crate::answer::error_rules::render(&loaded, session, ctx, entry, Some(&custom), None)?;
     ctx.format = Some(answer.format);
     if let Some(rule) = &rule {
         ctx.error_rule = Some(rule.id.into());
     }
-    crate::origin_errors::reshaped(response, answer).map(Some)
+    crate::origin::errors::reshaped(response, answer).map(Some)
 }
 
 /// A successful unsafe request on a converting zone: the converted pages it changed are dropped

@@ -19,8 +19,8 @@ use signpost_policy::{
 };
 
 use crate::answer::Answer;
-use crate::limits::Head;
-use crate::ray::RayId;
+use crate::request::limits::Head;
+use crate::request::ray::RayId;
 
 /// The client address of a synthetic request that names none (TEST-NET-1, RFC 5737).
 pub const DEFAULT_CLIENT_IP: &str = "192.0.2.1";
@@ -437,8 +437,8 @@ fn answer(
     };
     let crawl_custom = refused.crawl.as_ref().map(crate::crawl::custom);
     let custom = rule.map(|(_, custom)| custom).or(crawl_custom.as_ref());
-    let accept = crate::facts::accept_of(&request.headers);
-    let format = crate::error_rules::format(accept.as_deref(), custom);
+    let accept = crate::request::facts::accept_of(&request.headers);
+    let format = crate::answer::error_rules::format(accept.as_deref(), custom);
     let client_ip = asker.client_ip.to_string();
     let geo = match &request.country {
         Some(country) => country.to_ascii_uppercase(),

@@ -10,8 +10,8 @@ use signpost_problem::{CatalogEntry, Custom, Format, TokenValues};
 
 use crate::answer::{Answer, Dressing};
 use crate::ctx::RequestCtx;
-use crate::facts::request_host;
 use crate::reload::Loaded;
+use crate::request::facts::request_host;
 
 /// A matched rule: its id (for the access log) and what it changes.
 pub struct Matched<'a> {
@@ -33,7 +33,7 @@ pub fn find<'a>(
         return None;
     }
     let host = request_host(session);
-    let facts = crate::facts::request_facts(session, &ctx.facts, &host);
+    let facts = crate::request::facts::request_facts(session, &ctx.facts, &host);
     let response = ResponseFacts {
         code: status,
         edge_code,
@@ -70,7 +70,7 @@ pub fn render(
     custom: Option<&Custom>,
     retry_after: Option<u32>,
 ) -> pingora::Result<Answer> {
-    let format = format(crate::facts::accept(session).as_deref(), custom);
+    let format = format(crate::request::facts::accept(session).as_deref(), custom);
     let values = custom.map(|_| RequestValues::new(loaded, session, ctx));
     let dressing = custom
         .zip(values.as_ref())

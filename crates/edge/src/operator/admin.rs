@@ -84,7 +84,7 @@ impl Admin {
                 Err(e) => return error(StatusCode::BAD_REQUEST, format!("reading the body: {e}")),
             }
         }
-        let spec: crate::trace::RequestSpec = match serde_json::from_slice(&body) {
+        let spec: crate::operator::trace::RequestSpec = match serde_json::from_slice(&body) {
             Ok(spec) => spec,
             Err(e) => {
                 return error(
@@ -93,15 +93,16 @@ impl Admin {
                 );
             }
         };
-        let traced =
-            crate::trace::Synthetic::new(&spec, &spec.header_lines()).and_then(|request| {
-                crate::trace::run(&loaded.policy, request, std::time::Instant::now())
-            });
+        let traced = crate::operator::trace::Synthetic::new(&spec, &spec.header_lines()).and_then(
+            |request| {
+                crate::operator::trace::run(&loaded.policy, request, std::time::Instant::now())
+            },
+        );
         match traced {
             Ok(traced) => text(
                 StatusCode::OK,
                 json,
-                crate::trace::to_json(&traced).to_string() + "\n",
+                crate::operator::trace::to_json(&traced).to_string() + "\n",
             ),
             Err(e) => error(StatusCode::BAD_REQUEST, format!("{e:#}")),
         }

@@ -48,7 +48,7 @@ use prometheus_client::registry::Registry;
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 
-use crate::ray::CF_RAY;
+use crate::request::ray::CF_RAY;
 
 /// What an entry costs beyond its bytes (the entry, the moka node, the key's `Arc`): counted in
 /// its weight so that a flood of tiny pages is bounded too.

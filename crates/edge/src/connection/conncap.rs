@@ -26,9 +26,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use signpost_policy::Connections;
 
-use crate::h2guard::{Abuse, Guarded};
-use crate::limits::client_key;
+use crate::connection::h2guard::{Abuse, Guarded};
 use crate::log::{LogBudget, LogSafe, OrDash};
+use crate::request::limits::client_key;
 
 /// What the cap reads of the policy loaded now: read per connection, so a reload changes it for
 /// the next connection.

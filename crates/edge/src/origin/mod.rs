@@ -2,6 +2,10 @@
 //! zone's timeouts) and the headers the edge adds to what it forwards. Pingora's proxy hooks and
 //! the Markdown path both take it from here.
 
+pub(crate) mod errors;
+pub(crate) mod rescue;
+pub(crate) mod route;
+
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::Mutex;
@@ -14,9 +18,9 @@ use pingora::upstreams::peer::HttpPeer;
 use pingora::{Error, Result};
 use signpost_policy::{Origin, Zone};
 
-use crate::facts::{Facts, IpText};
-use crate::ray::CF_RAY;
-use crate::rescue::ORIGIN_DNS_ERROR;
+use crate::origin::rescue::ORIGIN_DNS_ERROR;
+use crate::request::facts::{Facts, IpText};
+use crate::request::ray::CF_RAY;
 
 /// The headers the edge adds to every proxied request, parsed once: inserted through these, a
 /// header's name is neither parsed nor copied per request (the `&'static str` names Pingora also

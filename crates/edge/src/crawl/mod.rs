@@ -10,6 +10,10 @@
 //!   the response go out with `crawler-charged`; a refusal (the page's price above the intent,
 //!   the origin's own bad price) or a ledger that cannot write replaces the origin's response.
 
+pub(crate) mod ledger;
+pub(crate) mod metrics;
+pub(crate) mod robots;
+
 use std::sync::Arc;
 
 use pingora::Result;
@@ -17,9 +21,9 @@ use pingora::http::ResponseHeader;
 use signpost_policy::{CrawlOutcome, CrawlRefusal, CrawlStep, Price, Settlement, Signature};
 use signpost_problem::Custom;
 
-use crate::ledger::{Ledger, LedgerRecord};
+use crate::crawl::ledger::{Ledger, LedgerRecord};
 use crate::log::LogBudget;
-use crate::ray::RayId;
+use crate::request::ray::RayId;
 
 /// The price a crawler is charged, on the response it paid for.
 pub const CRAWLER_CHARGED: &str = "crawler-charged";

@@ -61,7 +61,7 @@ pub fn request_facts<'a>(session: &'a Session, facts: &Facts, host: &'a str) -> 
         method: req.method.as_str(),
         uri: req.uri.path_and_query().map_or("/", |pq| pq.as_str()),
         tls: facts.tls,
-        sni: crate::tls::client_sni(session.digest()),
+        sni: crate::connection::tls::client_sni(session.digest()),
         headers: &req.headers,
     }
 }

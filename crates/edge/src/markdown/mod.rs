@@ -12,6 +12,8 @@
 //! once (each first reserving its working memory in the budget), and sent with an exact
 //! `Content-Length`; on any miss the origin's bytes are sent as they came.
 
+pub(crate) mod cache;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -328,7 +330,7 @@ pub struct Job<'a> {
     /// The `cf-ray` value the response carries.
     pub ray: http::HeaderValue,
     /// The zone's converted-page cache and what it holds for this request, when it caches.
-    pub cache: Option<&'a mut crate::markdown_cache::Use>,
+    pub cache: Option<&'a mut crate::markdown::cache::Use>,
 }
 
 /// A failure to write to the client: the client's side (it left, or stopped reading), as
@@ -408,7 +410,7 @@ pub async fn respond(
     finish_upstream(converter, up, peer, upstream_done).await;
 
     let body = page.body;
-    let validators = crate::markdown_cache::Validators::of(&resp);
+    let validators = crate::markdown::cache::Validators::of(&resp);
     let converted = convert(converter, config, &resp, body.clone(), url).await;
     converter.release(page.reserved);
     let (outcome, header, out) = match converted {
@@ -429,7 +431,7 @@ pub async fn respond(
         Some(cache) if outcome == Outcome::Converted => {
             cache.converted(header, out, validators, session.req_header())?
         }
-        _ => crate::markdown_cache::Reply {
+        _ => crate::markdown::cache::Reply {
             header,
             body: Some(out),
         },

@@ -10,7 +10,7 @@ use anyhow::{Context, bail};
 use signpost_policy::{CompiledPolicy, RequestFacts, ResponseFacts};
 use signpost_problem::{Branding, Format, Problem};
 
-use crate::ray::RayId;
+use crate::request::ray::RayId;
 
 /// `signpost check <file>`: every problem with file, line and column, or "ok".
 pub fn check(file: &Path) -> ExitCode {
@@ -135,7 +135,7 @@ pub fn render(args: &RenderArgs) -> anyhow::Result<()> {
             ..rule
         });
     }
-    let format = crate::error_rules::format(accept, custom.as_ref());
+    let format = crate::answer::error_rules::format(accept, custom.as_ref());
     let client_ip = args.client_ip.to_string();
     let dressing = custom.map(|custom| crate::answer::Dressing {
         custom: std::borrow::Cow::Owned(custom),

@@ -789,7 +789,7 @@ mod tests {
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
-                "ledger::tests::crash_child",
+                "crawl::ledger::tests::crash_child",
                 "--ignored",
                 "--nocapture",
                 "--test-threads=1",

@@ -4,6 +4,8 @@
 //! endpoint, requests Pingora could not read, and the origin's errors the edge reshapes; with the
 //! operator's error rule when one matched (`error_rules.rs`).
 
+pub(crate) mod error_rules;
+
 use std::borrow::Cow;
 
 use bytes::Bytes;
@@ -12,7 +14,7 @@ use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
 use signpost_problem::{Branding, CatalogEntry, Code, Custom, Format, Problem, TokenValues};
 
-use crate::ray::RayId;
+use crate::request::ray::RayId;
 
 /// A rendered problem, ready to be written.
 pub struct Answer {
