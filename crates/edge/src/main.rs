@@ -34,6 +34,7 @@ mod reload;
 mod rescue;
 mod robots;
 mod server;
+mod steps;
 mod tls;
 mod trace;
 #[cfg(test)]

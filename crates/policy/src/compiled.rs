@@ -196,6 +196,19 @@ impl CompiledPolicy {
         self.zones.iter().position(|z| &*z.name == name).map(ZoneId)
     }
 
+    /// Whom an answer the phases did not settle is for: the zone the Host selects (host routing
+    /// alone, no phase that refuses runs) and the client as `[client_ip]` reads it. The edge's
+    /// answers made before the phases (the error test endpoint, a request no zone may accept)
+    /// are dressed with that zone's error rules, as a refusal on the same host would be.
+    pub fn answering(&self, facts: &RequestFacts<'_>) -> (Option<ZoneId>, std::net::IpAddr) {
+        let host = ParsedHost::new(facts.host);
+        let zone = self.hosts.lookup_name(host.name).map(ZoneId);
+        (
+            zone,
+            self.rules.client_ip.resolve(facts.peer, facts.headers),
+        )
+    }
+
     /// Deadlines and limits on client connections (`[connections]`).
     pub fn connections(&self) -> &Connections {
         &self.connections
