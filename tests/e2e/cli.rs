@@ -261,3 +261,74 @@ fn check_names_an_unknown_token_and_a_missing_asset_in_place() {
         "{stderr}"
     );
 }
+
+/// `signpost run --config <config>`: its exit status (waited for with a generous deadline) and
+/// what it printed on stderr.
+fn run_until_exit(config: &std::path::Path) -> (Option<i32>, String) {
+    let started = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_signpost"))
+        .args(["run", "--config", config.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (status.and_then(|s| s.code()), stderr)
+}
+
+#[test]
+fn check_refuses_a_ledger_dir_run_cannot_open_at_its_key_and_run_says_the_same() {
+    let scratch = Scratch::new("ledger-dir");
+    let file = scratch.write("a-file", "not a directory\n");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let admin = format!("127.0.0.1:{}", free_port());
+    let policy = |dir: &str| {
+        format!(
+            "listen = [\"{listen}\"]\nadmin = \"{admin}\"\n\n[ledger]\ndir = \"{dir}\"\n\n\
+             [[zone]]\nname = \"a\"\nhosts = [\"example.com\"]\norigin = \"127.0.0.1:9\"\n"
+        )
+    };
+    // Tests run as root, whom permission bits do not stop: a regular file, and a path under one,
+    // are what no process can open as a directory.
+    let under_file = file.join("ledger");
+    for dir in [file.clone(), under_file] {
+        let dir = dir.to_str().unwrap();
+        let config = scratch.write("policy.toml", &policy(dir));
+        let (code, stdout, stderr) = signpost(&["check", config.to_str().unwrap()]);
+        assert_eq!(code, 1, "{dir}: {stdout}{stderr}");
+        // The `dir` key's value: line 5, column 7.
+        let at = format!("{}:5:7: ", config.display());
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with(&at))
+            .unwrap_or_else(|| panic!("{dir}: no problem at {at} in {stderr}"));
+        assert!(line.contains("is not a directory"), "{line}");
+        assert!(
+            line.contains(dir) || line.contains(file.to_str().unwrap()),
+            "{line}"
+        );
+        // `run` refuses the same policy with the same words, at the same place.
+        let (status, run_stderr) = run_until_exit(&config);
+        assert_eq!(status, Some(2), "{dir}: {run_stderr}");
+        assert!(run_stderr.contains(line), "{line} in {run_stderr}");
+    }
+    // A directory that does not exist yet under one that does: both accept it, and `check`
+    // creates nothing.
+    let fresh = scratch.0.join("ledgers").join("fresh");
+    let config = scratch.write("policy.toml", &policy(fresh.to_str().unwrap()));
+    let (code, stdout, stderr) = signpost(&["check", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!scratch.0.join("ledgers").exists(), "check created the dir");
+}
