@@ -332,3 +332,80 @@ fn check_refuses_a_ledger_dir_run_cannot_open_at_its_key_and_run_says_the_same()
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(!scratch.0.join("ledgers").exists(), "check created the dir");
 }
+
+#[test]
+fn check_refuses_tls_files_run_cannot_serve_at_their_key_and_run_says_the_same() {
+    let scratch = Scratch::new("tls-files");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let other_key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["example.com".to_string()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    scratch.write("cert.pem", &cert.pem());
+    scratch.write("key.pem", &key.serialize_pem());
+    scratch.write("other-key.pem", &other_key.serialize_pem());
+    // A certificate block whose contents are not base64: it has the PEM markers `check` looked
+    // for, and nothing the TLS library can load.
+    scratch.write(
+        "garbled.pem",
+        "-----BEGIN CERTIFICATE-----\nnot base64 at all!\n-----END CERTIFICATE-----\n",
+    );
+    let listen = format!("127.0.0.1:{}", free_port());
+    // (cert, key, the file the problem is about, what is said)
+    let cases = [
+        (
+            "cert.pem",
+            "other-key.pem",
+            "other-key.pem",
+            "cannot serve the certificate",
+        ),
+        (
+            "garbled.pem",
+            "key.pem",
+            "garbled.pem",
+            "cannot load the TLS certificate",
+        ),
+    ];
+    for (cert_file, key_file, culprit, says) in cases {
+        let tls_line = format!(
+            "tls = {{ cert = \"{}\", key = \"{}\" }}",
+            scratch.0.join(cert_file).display(),
+            scratch.0.join(key_file).display()
+        );
+        let config = scratch.write(
+            "policy.toml",
+            &format!(
+                "admin = \"off\"\n\n[[listener]]\naddr = \"{listen}\"\n{tls_line}\n\n\
+                 [[zone]]\nname = \"a\"\nhosts = [\"example.com\"]\norigin = \"127.0.0.1:9\"\n"
+            ),
+        );
+        let column = tls_line
+            .find(&format!("\"{}\"", scratch.0.join(culprit).display()))
+            .unwrap()
+            + 1;
+        let at = format!("{}:5:{column}: ", config.display());
+        let (code, stdout, stderr) = signpost(&["check", config.to_str().unwrap()]);
+        assert_eq!(code, 1, "{cert_file} {key_file}: {stdout}{stderr}");
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with(&at))
+            .unwrap_or_else(|| panic!("no problem at {at} in {stderr}"));
+        assert!(line.contains(says), "{line}");
+        // `run` refuses it with the same words at the same place, and exits (a key that does
+        // not go with its certificate used to stop only the listener's thread).
+        let (status, run_stderr) = run_until_exit(&config);
+        assert_eq!(status, Some(2), "{cert_file} {key_file}: {run_stderr}");
+        assert!(run_stderr.contains(line), "{line} in {run_stderr}");
+    }
+    // The matching pair passes.
+    let config = scratch.write(
+        "policy.toml",
+        &format!(
+            "admin = \"off\"\n\n[[listener]]\naddr = \"{listen}\"\ntls = {{ cert = \"{}\", key = \"{}\" }}\n\n\
+             [[zone]]\nname = \"a\"\nhosts = [\"example.com\"]\norigin = \"127.0.0.1:9\"\n",
+            scratch.0.join("cert.pem").display(),
+            scratch.0.join("key.pem").display()
+        ),
+    );
+    let (code, stdout, stderr) = signpost(&["check", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+}

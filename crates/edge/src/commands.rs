@@ -12,9 +12,18 @@ use signpost_problem::{Branding, Format, Problem};
 
 use crate::ray::RayId;
 
-/// `signpost check <file>`: every problem with file, line and column, or "ok".
+/// `signpost check <file>`: every problem with file, line and column, or "ok". What `run`
+/// refuses, `check` refuses: the policy's own checks (the files it names among them), then the
+/// TLS listeners' files as the edge's TLS library takes them (`tls::check_files`, which `run`
+/// calls too).
 pub fn check(file: &Path) -> ExitCode {
-    match CompiledPolicy::load(file, None) {
+    let checked = CompiledPolicy::load(file, None).and_then(|policy| {
+        for tls in policy.listeners().iter().filter_map(|l| l.tls.as_ref()) {
+            crate::tls::check_files(tls)?;
+        }
+        Ok(policy)
+    });
+    match checked {
         Ok(policy) => {
             println!(
                 "{}: ok ({} zones, {} listeners)",
