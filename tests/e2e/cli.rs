@@ -304,3 +304,151 @@ fn check_names_an_unknown_token_and_a_missing_asset_in_place() {
         "{stderr}"
     );
 }
+
+/// `signpost run --config <config>`: its exit status (waited for with a generous deadline) and
+/// what it printed on stderr.
+fn run_until_exit(config: &std::path::Path) -> (Option<i32>, String) {
+    let started = std::time::Instant::now();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_signpost"))
+        .args(["run", "--config", config.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    (status.and_then(|s| s.code()), stderr)
+}
+
+#[test]
+fn check_refuses_a_ledger_dir_run_cannot_open_at_its_key_and_run_says_the_same() {
+    let scratch = Scratch::new("ledger-dir");
+    let file = scratch.write("a-file", "not a directory\n");
+    let listen = format!("127.0.0.1:{}", free_port());
+    let admin = format!("127.0.0.1:{}", free_port());
+    let policy = |dir: &str| {
+        format!(
+            "listen = [\"{listen}\"]\nadmin = \"{admin}\"\n\n[ledger]\ndir = \"{dir}\"\n\n\
+             [[zone]]\nname = \"a\"\nhosts = [\"example.com\"]\norigin = \"127.0.0.1:9\"\n"
+        )
+    };
+    // Tests run as root, whom permission bits do not stop: a regular file, and a path under one,
+    // are what no process can open as a directory.
+    let under_file = file.join("ledger");
+    for dir in [file.clone(), under_file] {
+        let dir = dir.to_str().unwrap();
+        let config = scratch.write("policy.toml", &policy(dir));
+        let (code, stdout, stderr) = signpost(&["check", config.to_str().unwrap()]);
+        assert_eq!(code, 1, "{dir}: {stdout}{stderr}");
+        // The `dir` key's value: line 5, column 7.
+        let at = format!("{}:5:7: ", config.display());
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with(&at))
+            .unwrap_or_else(|| panic!("{dir}: no problem at {at} in {stderr}"));
+        assert!(line.contains("is not a directory"), "{line}");
+        assert!(
+            line.contains(dir) || line.contains(file.to_str().unwrap()),
+            "{line}"
+        );
+        // `run` refuses the same policy with the same words, at the same place.
+        let (status, run_stderr) = run_until_exit(&config);
+        assert_eq!(status, Some(2), "{dir}: {run_stderr}");
+        assert!(run_stderr.contains(line), "{line} in {run_stderr}");
+    }
+    // A directory that does not exist yet under one that does: both accept it, and `check`
+    // creates nothing.
+    let fresh = scratch.0.join("ledgers").join("fresh");
+    let config = scratch.write("policy.toml", &policy(fresh.to_str().unwrap()));
+    let (code, stdout, stderr) = signpost(&["check", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(!scratch.0.join("ledgers").exists(), "check created the dir");
+}
+
+#[test]
+fn check_refuses_tls_files_run_cannot_serve_at_their_key_and_run_says_the_same() {
+    let scratch = Scratch::new("tls-files");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let other_key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["example.com".to_string()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    scratch.write("cert.pem", &cert.pem());
+    scratch.write("key.pem", &key.serialize_pem());
+    scratch.write("other-key.pem", &other_key.serialize_pem());
+    // A certificate block whose contents are not base64: it has the PEM markers `check` looked
+    // for, and nothing the TLS library can load.
+    scratch.write(
+        "garbled.pem",
+        "-----BEGIN CERTIFICATE-----\nnot base64 at all!\n-----END CERTIFICATE-----\n",
+    );
+    let listen = format!("127.0.0.1:{}", free_port());
+    // (cert, key, the file the problem is about, what is said)
+    let cases = [
+        (
+            "cert.pem",
+            "other-key.pem",
+            "other-key.pem",
+            "cannot serve the certificate",
+        ),
+        (
+            "garbled.pem",
+            "key.pem",
+            "garbled.pem",
+            "cannot load the TLS certificate",
+        ),
+    ];
+    for (cert_file, key_file, culprit, says) in cases {
+        let tls_line = format!(
+            "tls = {{ cert = \"{}\", key = \"{}\" }}",
+            scratch.0.join(cert_file).display(),
+            scratch.0.join(key_file).display()
+        );
+        let config = scratch.write(
+            "policy.toml",
+            &format!(
+                "admin = \"off\"\n\n[[listener]]\naddr = \"{listen}\"\n{tls_line}\n\n\
+                 [[zone]]\nname = \"a\"\nhosts = [\"example.com\"]\norigin = \"127.0.0.1:9\"\n"
+            ),
+        );
+        let column = tls_line
+            .find(&format!("\"{}\"", scratch.0.join(culprit).display()))
+            .unwrap()
+            + 1;
+        let at = format!("{}:5:{column}: ", config.display());
+        let (code, stdout, stderr) = signpost(&["check", config.to_str().unwrap()]);
+        assert_eq!(code, 1, "{cert_file} {key_file}: {stdout}{stderr}");
+        let line = stderr
+            .lines()
+            .find(|l| l.starts_with(&at))
+            .unwrap_or_else(|| panic!("no problem at {at} in {stderr}"));
+        assert!(line.contains(says), "{line}");
+        // `run` refuses it with the same words at the same place, and exits (a key that does
+        // not go with its certificate used to stop only the listener's thread).
+        let (status, run_stderr) = run_until_exit(&config);
+        assert_eq!(status, Some(2), "{cert_file} {key_file}: {run_stderr}");
+        assert!(run_stderr.contains(line), "{line} in {run_stderr}");
+    }
+    // The matching pair passes.
+    let config = scratch.write(
+        "policy.toml",
+        &format!(
+            "admin = \"off\"\n\n[[listener]]\naddr = \"{listen}\"\ntls = {{ cert = \"{}\", key = \"{}\" }}\n\n\
+             [[zone]]\nname = \"a\"\nhosts = [\"example.com\"]\norigin = \"127.0.0.1:9\"\n",
+            scratch.0.join("cert.pem").display(),
+            scratch.0.join("key.pem").display()
+        ),
+    );
+    let (code, stdout, stderr) = signpost(&["check", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+}

@@ -188,6 +188,18 @@ hosts = ["www.example.com"]
 origin = "127.0.0.1:9"
 
 [[zone]]
+name = "blog"
+hosts = ["blog.example.com"]
+origin = "{origin}"
+
+[[zone.error_rule]]
+id = "blog-1020"
+expression = 'cf.response.1xxx_code eq 1020'
+status = 451
+title = "Blocked at the blog"
+detail = "The blog refused ::CLIENT_IP:: (code ::CODE::)."
+
+[[zone]]
 name = "docs"
 hosts = ["docs.example.com"]
 origin = "{origin}"
@@ -1176,4 +1188,113 @@ fn trace_shows_the_answer_the_error_rule_makes() {
     assert_eq!(t["error_rule"]["content"], "json");
     let p = json(t["response"]["body"].as_str().unwrap());
     assert_eq!(p["title"], "Error 1020: Blocked by the shop's rules");
+}
+
+/// A problem in JSON without what differs between two occurrences of the same answer: its ray
+/// id (wherever it appears) and its time.
+fn occurrence_free(body: &str, ray: &str) -> String {
+    let mut p = json(body);
+    p["timestamp"] = Value::Null;
+    p.to_string().replace(ray, "RAY")
+}
+
+#[test]
+fn the_error_test_endpoint_speaks_with_the_zone_the_host_selects() {
+    let (_origin, edge) = start();
+    // A real 1020 on the blog (the global custom rule `no-admin`): the zone's rule speaks.
+    let (status, headers, body) = get(&edge, "blog.example.com", "/admin", "application/json");
+    assert_eq!(status, 451, "{body}");
+    let real_ray = headers["cf-ray"].to_str().unwrap().to_owned();
+    let real = json(&body);
+    assert_eq!(real["title"], "Error 1020: Blocked at the blog");
+    assert_eq!(real["detail"], "The blog refused 127.0.0.1 (code 1020).");
+    let real = occurrence_free(&body, &real_ray);
+    // The test endpoint on the same host: the same answer, status, title and detail.
+    let (status, headers, body) = get(
+        &edge,
+        "blog.example.com",
+        "/cdn-cgi/error/1020",
+        "application/json",
+    );
+    assert_eq!(status, 451, "{body}");
+    let ray = headers["cf-ray"].to_str().unwrap().to_owned();
+    assert_eq!(occurrence_free(&body, &ray), real);
+    // `signpost render --host` of the same: the same again.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signpost"))
+        .args(["render", "1020", "--accept", "application/json"])
+        .args(["--host", "blog.example.com", "--client-ip", "127.0.0.1"])
+        .arg("--config")
+        .arg(&edge.config)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let (head, rendered) = stdout.split_once("\n\n").unwrap();
+    assert!(head.starts_with("HTTP/1.1 451 "), "{head}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("error rule: blog-1020"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered_ray = json(rendered)["ray_id"].as_str().unwrap().to_owned();
+    assert_eq!(occurrence_free(rendered, &rendered_ray), real);
+    // A trace of the endpoint names the zone's rule and shows the same answer.
+    let t = trace(
+        &edge,
+        &[
+            "--url",
+            "http://blog.example.com/cdn-cgi/error/1020",
+            "--ip",
+            "127.0.0.1",
+            "-H",
+            "Accept: application/json",
+        ],
+    );
+    assert_eq!(t["stopped_at"], "error_page", "{t:#}");
+    assert_eq!(t["error_rule"]["id"], "blog-1020", "{t:#}");
+    assert_eq!(t["status_code"], 451);
+    let body = t["response"]["body"].as_str().unwrap();
+    let traced_ray = json(body)["ray_id"].as_str().unwrap().to_owned();
+    assert_eq!(occurrence_free(body, &traced_ray), real);
+
+    // The endpoint answers where the policy would refuse (a client from a country the access
+    // rules block), still dressed by the zone, for the client `[client_ip]` reads.
+    let (status, _, body) = get_with(
+        &edge,
+        "blog.example.com",
+        "/",
+        &[
+            ("accept", "application/json"),
+            ("x-forwarded-for", "89.160.20.112"),
+        ],
+    );
+    assert_eq!(
+        (status, json(&body)["error_code"].as_u64()),
+        (403, Some(1009))
+    );
+    let (status, _, body) = get_with(
+        &edge,
+        "blog.example.com",
+        "/cdn-cgi/error/1020",
+        &[
+            ("accept", "application/json"),
+            ("x-forwarded-for", "89.160.20.112"),
+        ],
+    );
+    assert_eq!(status, 451, "{body}");
+    assert_eq!(
+        json(&body)["detail"],
+        "The blog refused 89.160.20.112 (code 1020)."
+    );
+    // A host whose zone has no rule for the code: the global rule, as before.
+    let (status, _, body) = get(
+        &edge,
+        "example.com",
+        "/cdn-cgi/error/1020",
+        "application/json",
+    );
+    assert_eq!(status, 403);
+    assert_eq!(
+        json(&body)["title"],
+        "Error 1020: Blocked by the shop's rules"
+    );
 }

@@ -250,6 +250,7 @@ pub fn client(edge: &Edge) -> reqwest::blocking::Client {
         .resolve("example.com", edge.addr)
         .resolve("www.example.com", edge.addr)
         .resolve("docs.example.com", edge.addr)
+        .resolve("blog.example.com", edge.addr)
         .resolve("unknown.test", edge.addr)
         .resolve("plain.test", edge.addr)
         .timeout(Duration::from_secs(30))

@@ -513,6 +513,100 @@ fn trace_of_a_request_refused_by_each_phase() {
     assert!(text.contains("error_code: 1001"), "{text}");
 }
 
+/// Every step a trace runs, in the edge's order: the edge's own, the policy's phases, the
+/// zone's limits.
+const EVERY_TRACED_STEP: [&str; 13] = [
+    "head_limits",
+    "error_page",
+    "tls_sni",
+    "host_routing",
+    "identify",
+    "access_rules",
+    "browser_check",
+    "hotlink",
+    "legal_rules",
+    "custom_rules",
+    "crawl_control",
+    "rate_limits",
+    "zone_limits",
+];
+
+#[test]
+fn a_trace_lists_every_step_after_the_one_that_answered_as_not_reached() {
+    let policy = example();
+    let ua = "User-Agent: Mozilla/5.0";
+    let cases: [(&[&str], &str, u64); 4] = [
+        (
+            &["--url", "http://www.example.com/", "--method", "CONNECT"],
+            "head_limits",
+            405,
+        ),
+        (
+            &[
+                "--url",
+                "http://www.example.com/cdn-cgi/error/1020",
+                "-H",
+                ua,
+            ],
+            "error_page",
+            1020,
+        ),
+        (
+            &["--url", "http://example.com/admin/users", "-H", ua],
+            "custom_rules",
+            1020,
+        ),
+        (
+            &[
+                "--url",
+                "http://www.example.com/upload",
+                "--method",
+                "POST",
+                "-H",
+                ua,
+                "-H",
+                "Content-Length: 1000000000000",
+            ],
+            "zone_limits",
+            413,
+        ),
+    ];
+    for (args, stop, code) in cases {
+        let t = trace_json(&policy, args);
+        assert_eq!(t["stopped_at"], stop, "{t:#}");
+        assert_eq!(t["code"], code, "{t:#}");
+        let steps = t["trace"].as_array().unwrap();
+        let names: Vec<&str> = steps
+            .iter()
+            .map(|s| s["step_name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, EVERY_TRACED_STEP, "{stop}");
+        let at = names.iter().position(|n| *n == stop).unwrap();
+        assert_eq!(steps[at]["matched"], true, "{stop}: {t:#}");
+        for later in &steps[at + 1..] {
+            assert_eq!(
+                later["description"],
+                format!("not reached: evaluation stopped at {stop}"),
+                "{stop}: {later:#}"
+            );
+            assert_eq!(later["matched"], false, "{later:#}");
+            assert!(later["trace"].as_array().unwrap().is_empty(), "{later:#}");
+        }
+        // The text lists the same steps, the last one too.
+        let text = trace_text(&policy, args);
+        let last = text
+            .lines()
+            .find(|l| l.starts_with("13 · zone_limits") || l.starts_with("13 ■ zone_limits"))
+            .unwrap_or_else(|| panic!("no zone_limits step in {text}"));
+        if stop != "zone_limits" {
+            assert!(
+                last.ends_with(&format!("not reached: evaluation stopped at {stop}")),
+                "{text}"
+            );
+        }
+    }
+}
+
 #[test]
 fn trace_of_country_and_asn_rules_uses_the_policy_databases() {
     let scratch = Scratch::new("trace-geo");

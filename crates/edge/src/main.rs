@@ -9,6 +9,8 @@ mod metrics;
 mod pipeline;
 mod reload;
 mod server;
+// The steps of the request filter, declared once for the pipeline and trace.
+mod steps;
 
 // What the edge reads of a request before any decision.
 mod request;

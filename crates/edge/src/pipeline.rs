@@ -4,7 +4,8 @@
 //! modules under this one (`limits`, `answer`, `origin`, `markdown`, `rescue`, `log`, `ctx`).
 //!
 //! ```text
-//! request_filter, its steps in order (the first that answers ends the request):
+//! request_filter, its steps in order (`steps::STEPS`, which a trace follows too; the first that
+//! answers ends the request; every answer is dressed by `error_rules::dress`):
 //!   1 head_limits      CONNECT, a target over 16 KiB, headers over 32 KiB ─────────► 405 414 431
 //!   2 error_page       /cdn-cgi/error/<code>, on every host ─────────────────────────► that code
 //!   3 decide           the policy's phases (TLS SNI, hosts, identify, access rules, ...,
@@ -56,6 +57,7 @@ use crate::origin::route::ToOrigin;
 use crate::reload::Loaded;
 use crate::request::facts::{Facts, request_host};
 use crate::request::limits::{Head, apply_connection_limits, client_key};
+use crate::steps::{STEPS, Step};
 
 /// Where the edge answers `/cdn-cgi/error/<code>` itself, on every host.
 const ERROR_PAGE_PREFIX: &str = "/cdn-cgi/error";
@@ -168,7 +170,9 @@ impl ProxyHttp for Edge {
     /// the edge answered the request itself, `Ok(false)` to let Pingora proxy it.
     ///
     /// The error test endpoint comes before the policy: it is served on every host and must work
-    /// even where the policy would refuse, so that people can see what a refusal looks like.
+    /// even where the policy would refuse, so that people can see what a refusal looks like. Its
+    /// answer is dressed with the error rules of the zone the Host selects, as a real refusal on
+    /// that host is (`error_rules::Asked`).
     async fn request_filter(&self, session: &mut Session, ctx: &mut Self::CTX) -> Result<bool> {
         let loaded = self.policy.load_full();
         ctx.policy = Some(loaded.clone());
@@ -176,42 +180,42 @@ impl ProxyHttp for Edge {
         ctx.facts = Facts::new(session);
         let head = Head::read(session.req_header());
 
-        let refusal = 'steps: {
-            if let Some(refusal) = Self::head_limits(session, &head) {
-                break 'steps Some(refusal);
+        // The steps in the one order `steps::STEPS` declares, which a trace follows too.
+        for step in STEPS {
+            let refusal = match step {
+                Step::HeadLimits => Self::head_limits(session, &head),
+                Step::ErrorPage => error_page(session.req_header().uri.path()).map(Refusal::entry),
+                Step::Decide => self.decide(session, ctx, &loaded).await,
+                Step::ZoneLimits => Self::zone_limits(session, ctx, &head),
+                Step::PrereadBody => self.preread_body(session, ctx, &head).await?,
+                Step::TakeInFlight => self.take_in_flight(ctx, &loaded),
+                Step::RobotsTxt => {
+                    if let Some(managed) = Self::robots_txt(session, ctx, &loaded) {
+                        let ray = ctx.ray_header();
+                        Box::pin(crate::crawl::robots::write_managed(session, ray, managed))
+                            .await?;
+                        return Ok(true);
+                    }
+                    None
+                }
+                // Boxed only when used: the conversion's future is large, and building it for
+                // every proxied request would copy it for nothing.
+                Step::ServeMarkdown => match self.markdown_wanted(session, ctx) {
+                    Some(config) => {
+                        return Box::pin(self.serve_markdown(session, ctx, config)).await;
+                    }
+                    None => None,
+                },
+            };
+            if let Some(refusal) = refusal {
+                if refusal.close {
+                    session.set_keepalive(None);
+                }
+                Box::pin(self.answer(session, ctx, refusal.entry, refusal.retry_after)).await?;
+                return Ok(true);
             }
-            if let Some(entry) = error_page(session.req_header().uri.path()) {
-                break 'steps Some(Refusal::entry(entry));
-            }
-            if let Some(refusal) = self.decide(session, ctx, &loaded).await {
-                break 'steps Some(refusal);
-            }
-            if let Some(refusal) = Self::zone_limits(session, ctx, &head) {
-                break 'steps Some(refusal);
-            }
-            if let Some(refusal) = self.preread_body(session, ctx, &head).await? {
-                break 'steps Some(refusal);
-            }
-            self.take_in_flight(ctx, &loaded)
-        };
-        if let Some(refusal) = refusal {
-            if refusal.close {
-                session.set_keepalive(None);
-            }
-            Box::pin(self.answer(session, ctx, refusal.entry, refusal.retry_after)).await?;
-            return Ok(true);
         }
-        if let Some(managed) = Self::robots_txt(session, ctx, &loaded) {
-            let ray = ctx.ray_header();
-            Box::pin(crate::crawl::robots::write_managed(session, ray, managed)).await?;
-            return Ok(true);
-        }
-        match self.markdown_wanted(session, ctx) {
-            // Boxed only when used: the conversion's future is large, and building it for every
-            // proxied request would copy it for nothing.
-            Some(config) => Box::pin(self.serve_markdown(session, ctx, config)).await,
-            None => Ok(false),
-        }
+        Ok(false)
     }
 
     /// Counts the request body as it streams to the origin: over the zone's limit is 413, a body
@@ -796,33 +800,19 @@ impl Edge {
             // The operator's error rule, if one matches this answer: asked here, where an error
             // is answered, and never on the way to the origin. Kept inside this block, so that
             // none of it is held across the write below.
-            // Crawl control's own answer speaks before any error rule, as a rule's own
-            // response does.
-            let crawl =
-                crate::crawl::refusal(ctx.crawl.as_deref()).filter(|r| r.code() == entry.code);
-            let rule = match crawl {
-                Some(_) => None,
-                None => crate::answer::error_rules::find(
-                    &loaded,
-                    session,
-                    ctx,
-                    entry.status,
-                    entry.code.get(),
-                ),
-            };
-            let crawl_custom = crawl.map(crate::crawl::custom);
-            let custom = rule.as_ref().map(|r| r.custom).or(crawl_custom.as_ref());
-            let mut answer = crate::answer::error_rules::render(
-                &loaded,
-                session,
-                ctx,
+            let host = request_host(session);
+            let asked = crate::answer::error_rules::Asked::live(session, ctx, &host);
+            let refused = crate::answer::error_rules::Refused {
                 entry,
-                custom,
                 retry_after,
-            )?;
-            if let Some(refusal) = crawl {
-                crate::crawl::add_headers(&mut answer.head, refusal)?;
-            }
+                by: ctx.rule_id.as_deref(),
+                // Crawl control's own answer speaks before any error rule, as a rule's own
+                // response does.
+                crawl: crate::crawl::refusal(ctx.crawl.as_deref())
+                    .filter(|r| r.code() == entry.code),
+            };
+            let (answer, rule) =
+                crate::answer::error_rules::dress(&loaded.policy, &asked, ctx.ray_id, &refused)?;
             ctx.error_rule = rule.map(|r| r.id.into());
             answer
         };

@@ -189,13 +189,10 @@ fn ledger_of(
     crate::crawl::ledger::Ledger::open(&config.dir, options, Some(metrics.ledger.clone()))
         .map(|l| Some(Arc::new(l)))
         .map_err(|e| {
-            signpost_policy::PolicyError::single(signpost_policy::Problem {
-                kind: signpost_policy::ProblemKind::Read,
-                message: format!("cannot open the ledger in {}: {e}", config.dir.display()),
-                source: "[ledger]".to_owned(),
-                location: None,
-                hint: None,
-            })
+            config.cannot_open(format!(
+                "cannot open the ledger in {}: {e}",
+                config.dir.display()
+            ))
         })
 }
 

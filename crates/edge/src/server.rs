@@ -107,7 +107,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     for Listener { addr, tls } in &listeners {
         match tls {
             None => proxy.add_tcp(addr),
-            Some(TlsFiles { cert, key }) => {
+            Some(files @ TlsFiles { cert, key, .. }) => {
+                // As `signpost check` checks them: a problem is the policy's, at its key.
+                crate::connection::tls::check_files(files).map_err(|e| anyhow::anyhow!("{e}"))?;
                 let cert = cert.to_str().context("certificate path is not UTF-8")?;
                 let key = key.to_str().context("key path is not UTF-8")?;
                 let settings = crate::connection::tls::listener_settings(cert, key)

@@ -173,6 +173,23 @@ impl<'t> Diagnostics<'t> {
         });
     }
 
+    /// A problem at a byte span of the policy text, not recorded: for one that is met later, if
+    /// at all.
+    pub(crate) fn problem_at(
+        &self,
+        kind: ProblemKind,
+        span: Range<usize>,
+        message: impl Into<String>,
+    ) -> Problem {
+        Problem {
+            kind,
+            message: message.into(),
+            source: self.source.to_owned(),
+            location: Some(locate(self.text, span)),
+            hint: None,
+        }
+    }
+
     pub(crate) fn into_error(self) -> PolicyError {
         PolicyError::from_problems(self.problems)
     }

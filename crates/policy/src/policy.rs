@@ -109,12 +109,44 @@ pub struct Listener {
 }
 
 /// PEM files for a TLS listener, resolved against the policy file's directory.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct TlsFiles {
     /// Certificate chain (PEM).
     pub cert: PathBuf,
     /// Private key (PEM).
     pub key: PathBuf,
+    /// Where `cert` and `key` are written: the place of a problem with their contents that
+    /// only the edge's TLS library sees (a certificate it cannot parse, a key that does not go
+    /// with it), so that `check` and `run` report it at the key as they do every other.
+    cert_key: crate::error::Problem,
+    key_key: crate::error::Problem,
+}
+
+/// The same files wherever the policy writes them.
+impl PartialEq for TlsFiles {
+    fn eq(&self, other: &TlsFiles) -> bool {
+        (&self.cert, &self.key) == (&other.cert, &other.key)
+    }
+}
+
+impl Eq for TlsFiles {}
+
+impl TlsFiles {
+    /// A problem with the certificate file, at its key in the policy.
+    pub fn cannot_use_cert(&self, message: String) -> crate::PolicyError {
+        crate::PolicyError::single(crate::error::Problem {
+            message,
+            ..self.cert_key.clone()
+        })
+    }
+
+    /// A problem with the private key file, at its key in the policy.
+    pub fn cannot_use_key(&self, message: String) -> crate::PolicyError {
+        crate::PolicyError::single(crate::error::Problem {
+            message,
+            ..self.key_key.clone()
+        })
+    }
 }
 
 /// How error responses are branded.
@@ -357,6 +389,8 @@ fn validate_listeners(
                 let files = TlsFiles {
                     cert: base_dir.join(t.cert.get_ref()),
                     key: base_dir.join(t.key.get_ref()),
+                    cert_key: d.problem_at(ProblemKind::Read, span(&t.cert), ""),
+                    key_key: d.problem_at(ProblemKind::Read, span(&t.key), ""),
                 };
                 check_pem(d, &t.cert, &files.cert, PemKind::Certificate);
                 check_pem(d, &t.key, &files.key, PemKind::PrivateKey);

@@ -1,17 +1,23 @@
 //! The operator's error rule for an answer the edge is about to make, and the request's values of
 //! its tokens. Asked only when an error is being answered, and only when the policy has error
 //! rules: a request no error concerns never comes here.
+//!
+//! [`dress`] is the one way an answer of the edge's own is dressed with the rule that speaks for
+//! it: the live edge's refusals and failures (`pipeline.rs`), a trace's answer (`trace.rs`) and
+//! `signpost render` all call it, with the request as the policy reads it ([`Asked`]).
 
 use std::borrow::Cow;
+use std::net::IpAddr;
 
 use pingora::proxy::Session;
-use signpost_policy::ResponseFacts;
+use signpost_policy::{CompiledPolicy, CrawlRefusal, RequestFacts, ResponseFacts, ZoneId};
 use signpost_problem::{CatalogEntry, Custom, Format, TokenValues};
 
 use crate::answer::{Answer, Dressing};
 use crate::ctx::RequestCtx;
 use crate::reload::Loaded;
 use crate::request::facts::request_host;
+use crate::request::ray::RayId;
 
 /// A matched rule: its id (for the access log) and what it changes.
 pub struct Matched<'a> {
@@ -19,9 +25,131 @@ pub struct Matched<'a> {
     pub custom: &'a Custom,
 }
 
+/// The request an answer is for, as the policy reads it, and what the phases settled about it.
+pub struct Asked<'a> {
+    pub facts: RequestFacts<'a>,
+    /// The zone the phases settled; `None` when they settled none or did not run: then the zone
+    /// the Host selects ([`CompiledPolicy::answering`]), so that an answer made before the phases
+    /// (the error test endpoint) is dressed as a refusal on the same host is.
+    pub zone: Option<ZoneId>,
+    /// The client the phases settled; `None` when they did not run: then `[client_ip]`'s reading.
+    pub client_ip: Option<IpAddr>,
+    /// The client's country for `::GEO::` when it is given (a trace's `--country`); otherwise the
+    /// country database's answer.
+    pub country: Option<String>,
+}
+
+impl<'a> Asked<'a> {
+    /// A real request: its facts and what the phases settled in `ctx`.
+    pub fn live(session: &'a Session, ctx: &RequestCtx, host: &'a str) -> Asked<'a> {
+        Asked {
+            facts: crate::request::facts::request_facts(session, &ctx.facts, host),
+            zone: ctx.zone,
+            client_ip: ctx.client_ip,
+            country: None,
+        }
+    }
+
+    /// The zone and client the answer is for.
+    fn who(&self, policy: &CompiledPolicy) -> (Option<ZoneId>, IpAddr) {
+        match (self.zone, self.client_ip) {
+            (Some(zone), Some(client_ip)) => (Some(zone), client_ip),
+            (zone, client_ip) => {
+                let (routed, resolved) = policy.answering(&self.facts);
+                (zone.or(routed), client_ip.unwrap_or(resolved))
+            }
+        }
+    }
+}
+
+/// An answer the edge makes of its own: the catalog entry, the wait, the rule that refused (its
+/// own `response` speaks first) and crawl control's refusal, when it is crawl control's answer.
+pub struct Refused<'a> {
+    pub entry: &'static CatalogEntry,
+    pub retry_after: Option<u32>,
+    pub by: Option<&'a str>,
+    pub crawl: Option<&'a CrawlRefusal>,
+}
+
+/// The answer for `refused`, dressed with what speaks for it: crawl control's own answer (with
+/// its `crawler-*` headers), else the rule that refused's `response` or the first error rule
+/// (the zone's, then the global ones) matching the request and the answer. With the rule that
+/// spoke, for the access log and a trace.
+pub fn dress<'p>(
+    policy: &'p CompiledPolicy,
+    asked: &Asked<'_>,
+    ray: RayId,
+    refused: &Refused<'_>,
+) -> pingora::Result<(Answer, Option<Matched<'p>>)> {
+    let entry = refused.entry;
+    let rule = match refused.crawl {
+        Some(_) => None,
+        None => rule_for(policy, asked, entry.status, entry.code.get(), refused.by),
+    };
+    let crawl_custom = refused.crawl.map(crate::crawl::custom);
+    let custom = rule.as_ref().map(|r| r.custom).or(crawl_custom.as_ref());
+    let mut answer = render_for(policy, asked, ray, entry, custom, refused.retry_after)?;
+    if let Some(refusal) = refused.crawl {
+        crate::crawl::add_headers(&mut answer.head, refusal)?;
+    }
+    Ok((answer, rule))
+}
+
 /// The rule that speaks for an answer with HTTP status `status` and catalog code `edge_code` (0
-/// for the origin's own error): the `response` of the rule that refused, then the first error
-/// rule (the zone's, then the global ones) matching the request and the answer.
+/// for the origin's own error): the `response` of the rule that refused (`refused_by`), then
+/// the first error rule (the zone's, then the global ones) matching the request and the answer.
+pub fn rule_for<'p>(
+    policy: &'p CompiledPolicy,
+    asked: &Asked<'_>,
+    status: u16,
+    edge_code: u16,
+    refused_by: Option<&str>,
+) -> Option<Matched<'p>> {
+    if !policy.has_error_rules() {
+        return None;
+    }
+    let (zone, client_ip) = asked.who(policy);
+    let response = ResponseFacts {
+        code: status,
+        edge_code,
+    };
+    policy
+        .error_rule(zone, &asked.facts, client_ip, response, refused_by)
+        .map(|(id, custom)| Matched { id, custom })
+}
+
+/// Renders `entry` for the request, in the format its `Accept` asks, dressed with `custom` when
+/// one speaks for the answer (an error rule, a rule's own response, crawl control's answer)
+/// with the request's token values.
+pub fn render_for(
+    policy: &CompiledPolicy,
+    asked: &Asked<'_>,
+    ray: RayId,
+    entry: &'static CatalogEntry,
+    custom: Option<&Custom>,
+    retry_after: Option<u32>,
+) -> pingora::Result<Answer> {
+    let accept = crate::request::facts::accept_of(asked.facts.headers);
+    let format = format(accept.as_deref(), custom);
+    let values = custom.map(|_| RequestValues::of(policy, asked));
+    let dressing = custom
+        .zip(values.as_ref())
+        .map(|(custom, values)| values.dressing(Cow::Borrowed(custom)));
+    // The normalised host is only shown here, so it is worked out here rather than kept (as an
+    // allocated copy) by every proxied request.
+    let zone = signpost_policy::normalize_host(asked.facts.host);
+    Answer::new(
+        entry,
+        format,
+        ray,
+        &zone,
+        retry_after,
+        policy.problem_branding(),
+        dressing.as_ref(),
+    )
+}
+
+/// [`rule_for`] a real request.
 pub fn find<'a>(
     loaded: &'a Loaded,
     session: &Session,
@@ -33,21 +161,14 @@ pub fn find<'a>(
         return None;
     }
     let host = request_host(session);
-    let facts = crate::request::facts::request_facts(session, &ctx.facts, &host);
-    let response = ResponseFacts {
-        code: status,
+    let asked = Asked::live(session, ctx, &host);
+    rule_for(
+        &loaded.policy,
+        &asked,
+        status,
         edge_code,
-    };
-    loaded
-        .policy
-        .error_rule(
-            ctx.zone,
-            &facts,
-            ctx.client(),
-            response,
-            ctx.rule_id.as_deref(),
-        )
-        .map(|(id, custom)| Matched { id, custom })
+        ctx.rule_id.as_deref(),
+    )
 }
 
 /// The format of an answer for the client's `Accept`: the contract's negotiation, with
@@ -59,9 +180,7 @@ pub fn format(accept: Option<&[u8]>, custom: Option<&Custom>) -> Format {
     }
 }
 
-/// Renders `entry` for the request, in the format its `Accept` asks, dressed with `custom` when
-/// one speaks for the answer (an error rule, a rule's own response, crawl control's answer)
-/// with the request's token values: how every answer of the edge to a real request is made.
+/// [`render_for`] a real request: how every answer of the edge to a real request is made.
 pub fn render(
     loaded: &Loaded,
     session: &Session,
@@ -70,23 +189,15 @@ pub fn render(
     custom: Option<&Custom>,
     retry_after: Option<u32>,
 ) -> pingora::Result<Answer> {
-    let format = format(crate::request::facts::accept(session).as_deref(), custom);
-    let values = custom.map(|_| RequestValues::new(loaded, session, ctx));
-    let dressing = custom
-        .zip(values.as_ref())
-        .map(|(custom, values)| values.dressing(Cow::Borrowed(custom)));
-    // The normalised host is only shown here, so it is worked out here rather than kept (as an
-    // allocated copy) by every proxied request.
     let host = request_host(session);
-    let zone = signpost_policy::normalize_host(&host);
-    Answer::new(
-        entry,
-        format,
+    let asked = Asked::live(session, ctx, &host);
+    render_for(
+        &loaded.policy,
+        &asked,
         ctx.ray_id,
-        &zone,
+        entry,
+        custom,
         retry_after,
-        loaded.policy.problem_branding(),
-        dressing.as_ref(),
     )
 }
 
@@ -99,12 +210,16 @@ pub struct RequestValues {
 }
 
 impl RequestValues {
-    pub fn new(loaded: &Loaded, session: &Session, ctx: &RequestCtx) -> RequestValues {
-        let client = ctx.client();
+    /// The values for the request `asked`, for the client the answer is for.
+    fn of(policy: &CompiledPolicy, asked: &Asked<'_>) -> RequestValues {
+        let (_, client) = asked.who(policy);
         RequestValues {
             client_ip: client.to_string(),
-            geo: loaded.policy.country(client).unwrap_or_default(),
-            host: request_host(session).into_owned(),
+            geo: match &asked.country {
+                Some(country) => country.to_ascii_uppercase(),
+                None => policy.country(client).unwrap_or_default(),
+            },
+            host: asked.facts.host.to_owned(),
         }
     }
 

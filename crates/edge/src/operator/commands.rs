@@ -7,14 +7,23 @@ use std::process::ExitCode;
 use std::time::{Duration, SystemTime};
 
 use anyhow::{Context, bail};
-use signpost_policy::{CompiledPolicy, RequestFacts, ResponseFacts};
+use signpost_policy::{CompiledPolicy, RequestFacts};
 use signpost_problem::{Branding, Format, Problem};
 
 use crate::request::ray::RayId;
 
-/// `signpost check <file>`: every problem with file, line and column, or "ok".
+/// `signpost check <file>`: every problem with file, line and column, or "ok". What `run`
+/// refuses, `check` refuses: the policy's own checks (the files it names among them), then the
+/// TLS listeners' files as the edge's TLS library takes them (`tls::check_files`, which `run`
+/// calls too).
 pub fn check(file: &Path) -> ExitCode {
-    match CompiledPolicy::load(file, None) {
+    let checked = CompiledPolicy::load(file, None).and_then(|policy| {
+        for tls in policy.listeners().iter().filter_map(|l| l.tls.as_ref()) {
+            crate::connection::tls::check_files(tls)?;
+        }
+        Ok(policy)
+    });
+    match checked {
         Ok(policy) => {
             println!(
                 "{}: ok ({} zones, {} listeners)",
@@ -85,10 +94,6 @@ pub fn render(args: &RenderArgs) -> anyhow::Result<()> {
         Some(path) => Some(CompiledPolicy::load(path, None).map_err(|e| anyhow::anyhow!("{e}"))?),
         None => None,
     };
-    let branding = policy
-        .as_ref()
-        .map_or_else(Branding::default, |p| p.problem_branding().clone());
-    let zone_name = signpost_policy::normalize_host(&args.host).into_owned();
     let mut headers = http::HeaderMap::new();
     if let Some(accept) = accept {
         headers.insert(http::header::ACCEPT, http::HeaderValue::from_bytes(accept)?);
@@ -102,60 +107,61 @@ pub fn render(args: &RenderArgs) -> anyhow::Result<()> {
         sni: None,
         headers: &headers,
     };
-    let mut geo = String::new();
-    let mut custom = None;
-    if let Some(policy) = &policy {
-        let zone = match &args.zone {
+    // With no policy, an empty one: no rule speaks, the default branding.
+    let policy = match policy {
+        Some(policy) => policy,
+        None => CompiledPolicy::from_toml("", "(no policy)", Path::new("."), None)
+            .map_err(|e| anyhow::anyhow!("{e}"))?,
+    };
+    let asked = crate::answer::error_rules::Asked {
+        facts,
+        // `--zone`, else (as for every answer the phases did not settle) the zone serving
+        // `--host`.
+        zone: match &args.zone {
             Some(name) => Some(
                 policy
                     .zone_named(name)
                     .with_context(|| format!("the policy has no zone `{name}`"))?,
             ),
-            None => policy.decide(&facts, std::time::Instant::now()).zone,
-        };
-        let edge_code = if args.origin { 0 } else { entry.code.get() };
-        let response = ResponseFacts {
-            code: entry.status,
-            edge_code,
-        };
-        if let Some((id, rule)) =
-            policy.error_rule(zone, &facts, args.client_ip, response, args.rule.as_deref())
-        {
-            eprintln!("error rule: {id}");
-            custom = Some(rule.clone());
-        }
-        geo = policy.country(args.client_ip).unwrap_or_default();
-    }
-    if args.origin {
-        // The origin's retry advice, as the edge gives it with no Retry-After from the origin.
-        let retryable = matches!(entry.status, 429 | 502 | 503 | 504);
-        let rule = custom.unwrap_or_default();
-        custom = Some(signpost_problem::Custom {
-            retryable: rule.retryable.or(Some(retryable)),
-            ..rule
-        });
-    }
-    let format = crate::answer::error_rules::format(accept, custom.as_ref());
-    let client_ip = args.client_ip.to_string();
-    let dressing = custom.map(|custom| crate::answer::Dressing {
-        custom: std::borrow::Cow::Owned(custom),
-        tokens: signpost_problem::TokenValues {
-            client_ip: &client_ip,
-            geo: &geo,
-            host: &args.host,
-            ..signpost_problem::TokenValues::default()
+            None => None,
         },
-    });
-    let answer = crate::answer::Answer::new(
-        entry,
-        format,
-        ray,
-        &zone_name,
-        None,
-        &branding,
-        dressing.as_ref(),
-    )
-    .map_err(|e| anyhow::anyhow!("{e}"))?;
+        client_ip: Some(args.client_ip),
+        country: None,
+    };
+    let (answer, rule) = if args.origin {
+        // An origin's error, as `origin_errors` answers one with no Retry-After from the origin.
+        let rule = crate::answer::error_rules::rule_for(&policy, &asked, entry.status, 0, None);
+        let retryable = matches!(entry.status, 429 | 502 | 503 | 504);
+        let base = rule.as_ref().map(|r| r.custom.clone()).unwrap_or_default();
+        let custom = signpost_problem::Custom {
+            retryable: base.retryable.or(Some(retryable)),
+            ..base
+        };
+        let answer = crate::answer::error_rules::render_for(
+            &policy,
+            &asked,
+            ray,
+            entry,
+            Some(&custom),
+            None,
+        );
+        (answer, rule)
+    } else {
+        let refused = crate::answer::error_rules::Refused {
+            entry,
+            retry_after: None,
+            by: args.rule.as_deref(),
+            crawl: None,
+        };
+        match crate::answer::error_rules::dress(&policy, &asked, ray, &refused) {
+            Ok((answer, rule)) => (Ok(answer), rule),
+            Err(e) => (Err(e), None),
+        }
+    };
+    if let Some(rule) = &rule {
+        eprintln!("error rule: {}", rule.id);
+    }
+    let answer = answer.map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut out = std::io::stdout().lock();
     let status = answer.head.status;
     let reason = answer

@@ -14,13 +14,11 @@ use http::{HeaderMap, HeaderName, HeaderValue};
 use pingora::http::RequestHeader;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
-use signpost_policy::{
-    CompiledPolicy, RequestFacts, ResponseFacts, Trace, TraceStep, Verdict, ZoneId,
-};
+use signpost_policy::{CompiledPolicy, RequestFacts, Trace, TraceStep, Verdict, ZoneId};
 
-use crate::answer::Answer;
 use crate::request::limits::Head;
 use crate::request::ray::RayId;
+use crate::steps::{STEPS, Step};
 
 /// The client address of a synthetic request that names none (TEST-NET-1, RFC 5737).
 pub const DEFAULT_CLIENT_IP: &str = "192.0.2.1";
@@ -239,88 +237,83 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
         code: None,
         error_rule: None,
     };
-    // Who the answer is for, as the edge knows it when it answers: the zone and client the
-    // policy settled (before the policy ran: no zone, the peer).
-    let mut asker = Asker {
+    // What the phases settled about whom the answer is for (nothing, before they ran).
+    let mut settled = Settled {
         zone: None,
-        client_ip: traced.request.peer,
+        client_ip: None,
     };
-
-    // Edge step 1: what no zone accepts.
-    let unacceptable = head.unacceptable(&req);
-    steps.push(edge_step(
-        "head_limits",
-        "CONNECT (405), a target over 16 KiB (414), headers over 32 KiB (431)",
-        unacceptable,
-    ));
-    let mut refusal: Option<(u16, Option<u32>)> = unacceptable.map(|c| (c.get(), None));
-    // Edge step 2: the error test page, on every host.
-    if refusal.is_none() {
-        let page = crate::pipeline::error_page(req.uri.path());
-        let mut step = TraceStep {
-            description: "/cdn-cgi/error/<code> answers that code, on every host".into(),
-            ..edge_step("error_page", "", None)
-        };
-        if let Some(entry) = page {
-            step.matched = true;
-            step.action = Some("serve_error".into());
-            step.action_parameters
-                .push(("code".into(), entry.code.to_string()));
-            refusal = Some((entry.code.get(), None));
+    let mut refusal: Option<(u16, Option<u32>)> = None;
+    // The edge's steps in the order the live edge runs them; once one has answered, the rest
+    // are listed as not reached.
+    for &step in STEPS.iter().filter(|s| s.traced()) {
+        if refusal.is_some() {
+            let at = traced.stopped_at.as_deref().unwrap_or_default();
+            not_reached(&mut steps, step, at);
+            continue;
         }
-        steps.push(step);
-    }
-    // Edge step 3: the policy.
-    if refusal.is_none() {
-        let r = &traced.request;
-        let facts = r.facts();
-        let trace = policy.trace_assuming(&facts, now, r.country.as_deref(), r.asn);
-        steps.extend(trace.steps.iter().cloned());
-        let d = &trace.decision;
-        asker = Asker {
-            zone: d.zone,
-            client_ip: d.client_ip,
-        };
-        traced.zone = d.zone.map(|z| {
-            let zone = policy.zone(z);
-            (zone.name.to_string(), zone.origin.to_string())
-        });
-        traced.rule_id = d.rule_id.as_deref().map(str::to_owned);
-        traced.stopped_at = trace.stopped_at.map(str::to_owned);
-        if let Verdict::Refuse { code, retry_after } = d.verdict {
-            refusal = Some((code.get(), retry_after));
-        } else if !d.fleet.is_empty() {
-            // Redis decides these; a trace does not ask it.
-            let mut step = TraceStep {
-                description: "fleet rate limits: the edge would ask Redis to count the request under each key, in order; a refusal there answers 1015".into(),
-                ..edge_step("fleet_rate_limits", "", None)
-            };
-            for check in &d.fleet {
-                step.action_parameters
-                    .push((check.rule_id().to_string(), check.key().to_owned()));
+        match step {
+            Step::HeadLimits => {
+                let code = head.unacceptable(&req);
+                steps.push(edge_step(step, code));
+                refusal = code.map(|c| (c.get(), None));
             }
-            steps.push(step);
+            Step::ErrorPage => {
+                let mut trace_step = edge_step(step, None);
+                if let Some(entry) = crate::pipeline::error_page(req.uri.path()) {
+                    trace_step.matched = true;
+                    trace_step.action = Some("serve_error".into());
+                    trace_step
+                        .action_parameters
+                        .push(("code".into(), entry.code.to_string()));
+                    refusal = Some((entry.code.get(), None));
+                }
+                steps.push(trace_step);
+            }
+            Step::Decide => {
+                let r = &traced.request;
+                let facts = r.facts();
+                let trace = policy.trace_assuming(&facts, now, r.country.as_deref(), r.asn);
+                steps.extend(trace.steps.iter().cloned());
+                let d = &trace.decision;
+                settled = Settled {
+                    zone: d.zone,
+                    client_ip: Some(d.client_ip),
+                };
+                traced.zone = d.zone.map(|z| {
+                    let zone = policy.zone(z);
+                    (zone.name.to_string(), zone.origin.to_string())
+                });
+                traced.rule_id = d.rule_id.as_deref().map(str::to_owned);
+                traced.stopped_at = trace.stopped_at.map(str::to_owned);
+                if let Verdict::Refuse { code, retry_after } = d.verdict {
+                    refusal = Some((code.get(), retry_after));
+                } else if !d.fleet.is_empty() {
+                    // Redis decides these; a trace does not ask it.
+                    let mut step = TraceStep {
+                        description: "fleet rate limits: the edge would ask Redis to count the request under each key, in order; a refusal there answers 1015".into(),
+                        ..edge_step(Step::Decide, None)
+                    };
+                    step.step_name = "fleet_rate_limits".into();
+                    for check in &d.fleet {
+                        step.action_parameters
+                            .push((check.rule_id().to_string(), check.key().to_owned()));
+                    }
+                    steps.push(step);
+                }
+                traced.policy = Some(trace);
+            }
+            Step::ZoneLimits => {
+                if let Some(zone) = settled.zone.map(|z| policy.zone(z)) {
+                    let code = head.zone_refuses(&req, zone);
+                    steps.push(edge_step(step, code));
+                    refusal = code.map(|c| (c.get(), None));
+                }
+            }
+            Step::PrereadBody | Step::TakeInFlight | Step::RobotsTxt | Step::ServeMarkdown => {}
         }
-        // Edge step 4: what the zone does not accept.
-        if refusal.is_none()
-            && let Some(zone) = d.zone.map(|z| policy.zone(z))
-        {
-            let code = head.zone_refuses(&req, zone);
-            steps.push(edge_step(
-                "zone_limits",
-                "TRACE and TRACK unless the zone allows them (405), a declared body over max_body_size (413)",
-                code,
-            ));
-            refusal = code.map(|c| (c.get(), None));
+        if refusal.is_some() && step != Step::Decide {
+            traced.stopped_at = Some(step.name().to_owned());
         }
-        traced.policy = Some(trace);
-    }
-    if traced.stopped_at.is_none() {
-        traced.stopped_at = steps
-            .iter()
-            .find(|s| s.matched && s.kind == signpost_policy::StepKind::Phase)
-            .filter(|_| refusal.is_some())
-            .map(|s| s.step_name.clone());
     }
     traced.response = match refusal {
         Some((code, retry_after)) => {
@@ -341,7 +334,7 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
                 by: traced.rule_id.as_deref(),
                 crawl,
             };
-            let (response, rule) = answer(policy, &traced.request, &req, &asker, &refused)?;
+            let (response, rule) = answer(policy, &traced.request, &req, &settled, &refused)?;
             traced.error_rule = rule;
             response
         }
@@ -358,11 +351,11 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
 }
 
 /// An edge step (not one of the policy's phases), refusing with `code` when it is given.
-fn edge_step(name: &str, description: &str, code: Option<signpost_problem::Code>) -> TraceStep {
-    let mut step = TraceStep {
-        step_name: name.to_owned(),
+fn edge_step(step: Step, code: Option<signpost_problem::Code>) -> TraceStep {
+    let mut trace_step = TraceStep {
+        step_name: step.name().to_owned(),
         kind: signpost_policy::StepKind::Phase,
-        description: description.to_owned(),
+        description: step.description().to_owned(),
         expression: None,
         matched: code.is_some(),
         action: None,
@@ -371,17 +364,35 @@ fn edge_step(name: &str, description: &str, code: Option<signpost_problem::Code>
         trace: Vec::new(),
     };
     if let Some(code) = code {
-        step.action = Some("block".into());
-        step.action_parameters
+        trace_step.action = Some("block".into());
+        trace_step
+            .action_parameters
             .push(("code".into(), code.to_string()));
     }
-    step
+    trace_step
 }
 
-/// The zone and client an answer is for, as the edge knows them when it answers.
-struct Asker {
+/// Lists `step` as not reached, evaluation having stopped at `at`: the policy's step as each of
+/// its phases.
+fn not_reached(steps: &mut Vec<TraceStep>, step: Step, at: &str) {
+    let description = format!("not reached: evaluation stopped at {at}");
+    let names: &[&str] = match step {
+        Step::Decide => signpost_policy::PHASES,
+        _ => &[step.name()],
+    };
+    for name in names {
+        steps.push(TraceStep {
+            step_name: (*name).to_owned(),
+            description: description.clone(),
+            ..edge_step(step, None)
+        });
+    }
+}
+
+/// Whom a traced answer is for, as far as the phases settled it ([`crate::answer::error_rules::Asked`]).
+struct Settled {
     zone: Option<ZoneId>,
-    client_ip: IpAddr,
+    client_ip: Option<IpAddr>,
 }
 
 /// The edge's refusal of a traced request: its code, its wait, and the rule that made it.
@@ -416,63 +427,39 @@ impl SpokenBy {
     }
 }
 
-/// The response the edge would send for a refusal, through [`Answer::new`], with the error
-/// rule that speaks for it as the edge finds one (`error_rules::find`'s precedence).
+/// The response the edge would send for a refusal, dressed as the edge dresses it
+/// ([`crate::answer::error_rules::dress`], the function that answers real requests).
 fn answer(
     policy: &CompiledPolicy,
     request: &Synthetic,
     req: &RequestHeader,
-    asker: &Asker,
+    settled: &Settled,
     refused: &Refusal<'_>,
 ) -> anyhow::Result<(Response, Option<SpokenBy>)> {
-    let entry = crate::answer::entry(signpost_problem::Code::new(refused.code));
-    let facts = request.facts();
-    let response = ResponseFacts {
-        code: entry.status,
-        edge_code: entry.code.get(),
+    use crate::answer::error_rules::{Asked, Refused, dress};
+    let asked = Asked {
+        facts: request.facts(),
+        zone: settled.zone,
+        client_ip: settled.client_ip,
+        // As the policy takes it: two letters, or ignored.
+        country: request
+            .country
+            .clone()
+            .filter(|c| c.len() == 2 && c.bytes().all(|b| b.is_ascii_alphabetic())),
     };
-    let rule = match &refused.crawl {
-        Some(_) => None,
-        None => policy.error_rule(asker.zone, &facts, asker.client_ip, response, refused.by),
+    let refused = Refused {
+        entry: crate::answer::entry(signpost_problem::Code::new(refused.code)),
+        retry_after: refused.retry_after,
+        by: refused.by,
+        crawl: refused.crawl.as_ref(),
     };
-    let crawl_custom = refused.crawl.as_ref().map(crate::crawl::custom);
-    let custom = rule.map(|(_, custom)| custom).or(crawl_custom.as_ref());
-    let accept = crate::request::facts::accept_of(&request.headers);
-    let format = crate::answer::error_rules::format(accept.as_deref(), custom);
-    let client_ip = asker.client_ip.to_string();
-    let geo = match &request.country {
-        Some(country) => country.to_ascii_uppercase(),
-        None => policy.country(asker.client_ip).unwrap_or_default(),
-    };
-    let dressing = custom.map(|custom| crate::answer::Dressing {
-        custom: std::borrow::Cow::Borrowed(custom),
-        tokens: signpost_problem::TokenValues {
-            client_ip: &client_ip,
-            geo: &geo,
-            host: &request.host,
-            ..signpost_problem::TokenValues::default()
-        },
-    });
-    let zone = signpost_policy::normalize_host(&request.host);
-    let mut answer = Answer::new(
-        entry,
-        format,
-        RayId::next(),
-        &zone,
-        refused.retry_after,
-        policy.problem_branding(),
-        dressing.as_ref(),
-    )
-    .map_err(|e| anyhow::anyhow!("cannot render the answer: {e}"))?;
-    if let Some(crawl) = &refused.crawl {
-        crate::crawl::add_headers(&mut answer.head, crawl)
-            .map_err(|e| anyhow::anyhow!("cannot render the answer: {e}"))?;
-    }
-    let spoken = rule.map(|(id, custom)| SpokenBy {
-        id: id.to_owned(),
+    let (answer, rule) = dress(policy, &asked, RayId::next(), &refused)
+        .map_err(|e| anyhow::anyhow!("cannot render the answer: {e}"))?;
+    let spoken = rule.map(|rule| SpokenBy {
+        id: rule.id.to_owned(),
         status: answer.head.status.as_u16(),
         format: answer.format,
-        content: custom.content_for(answer.format),
+        content: rule.custom.content_for(answer.format),
     });
     let head = &answer.head;
     let response = Response::Answer {

@@ -9,7 +9,7 @@ use crate::decision::{Decision, RequestFacts};
 use crate::error::{Diagnostics, PolicyError, ProblemKind, unlocated};
 use crate::expr::{Cx, ResponseFacts};
 use crate::fleet::RedisConfig;
-use crate::host::HostTable;
+use crate::host::{HostTable, ParsedHost};
 use crate::identity::{Evidence, Identity, NoEvidence};
 use crate::policy::{self, BrandingConfig, Connections, Listener, Zone, ZoneId};
 use crate::rules::{self, Rules};
@@ -194,6 +194,19 @@ impl CompiledPolicy {
     /// The zone called `name` (`[[zone]] name`), for tools that name a zone.
     pub fn zone_named(&self, name: &str) -> Option<ZoneId> {
         self.zones.iter().position(|z| &*z.name == name).map(ZoneId)
+    }
+
+    /// Whom an answer the phases did not settle is for: the zone the Host selects (host routing
+    /// alone, no phase that refuses runs) and the client as `[client_ip]` reads it. The edge's
+    /// answers made before the phases (the error test endpoint, a request no zone may accept)
+    /// are dressed with that zone's error rules, as a refusal on the same host would be.
+    pub fn answering(&self, facts: &RequestFacts<'_>) -> (Option<ZoneId>, std::net::IpAddr) {
+        let host = ParsedHost::new(facts.host);
+        let zone = self.hosts.lookup_name(host.name).map(ZoneId);
+        (
+            zone,
+            self.rules.client_ip.resolve(facts.peer, facts.headers),
+        )
     }
 
     /// Deadlines and limits on client connections (`[connections]`).

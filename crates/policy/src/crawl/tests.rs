@@ -761,3 +761,32 @@ fn a_failed_claim_that_offers_to_pay_is_told_to_fix_its_signature() {
     );
     assert!(!step.impostor);
 }
+
+#[test]
+fn a_ledger_dir_is_checked_where_it_is_written_and_nothing_is_created() {
+    // A policy read from the working directory (`signpost check policy.toml`): its base
+    // directory is the empty path.
+    let ledger = |dir: &str| {
+        CompiledPolicy::from_toml(
+            &format!("[ledger]\ndir = \"{dir}\"\n"),
+            "t.toml",
+            Path::new(""),
+            None,
+        )
+        .map(|_| String::new())
+        .unwrap_or_else(|e| e.to_string())
+    };
+    assert_eq!(ledger("not-made-by-a-check/ledger"), "");
+    assert!(!Path::new("not-made-by-a-check").exists());
+    // The crate's manifest, a regular file (tests run in the crate's directory).
+    let e = ledger("Cargo.toml");
+    assert!(
+        e.contains("t.toml:2:7: the ledger's dir `Cargo.toml` is not a directory"),
+        "{e}"
+    );
+    let e = ledger("Cargo.toml/ledger");
+    assert!(
+        e.contains("t.toml:2:7: cannot create the ledger's dir"),
+        "{e}"
+    );
+}
