@@ -116,6 +116,21 @@ impl RequestCtx {
         Some(loaded.policy.zone(self.zone?))
     }
 
+    /// The request as the operator's error rules read it, for an answer about to be made.
+    pub fn asked<'a>(
+        &self,
+        session: &'a pingora::proxy::Session,
+        host: &'a str,
+    ) -> crate::answer::error_rules::Asked<'a> {
+        crate::answer::error_rules::Asked::live(
+            session,
+            &self.facts,
+            self.zone,
+            self.client_ip,
+            host,
+        )
+    }
+
     /// The client's address as the policy derived it, or the peer's before the policy ran.
     pub fn client(&self) -> IpAddr {
         self.client_ip.unwrap_or(self.facts.peer)

@@ -59,9 +59,6 @@ use crate::request::facts::{Facts, request_host};
 use crate::request::limits::{Head, apply_connection_limits, client_key};
 use crate::steps::{STEPS, Step};
 
-/// Where the edge answers `/cdn-cgi/error/<code>` itself, on every host.
-const ERROR_PAGE_PREFIX: &str = "/cdn-cgi/error";
-
 /// The edge service: shared, read-mostly state behind every request.
 pub struct Edge {
     /// The compiled policy, swapped whole on reload; each request holds the one it started with.
@@ -184,7 +181,9 @@ impl ProxyHttp for Edge {
         for step in STEPS {
             let refusal = match step {
                 Step::HeadLimits => Self::head_limits(session, &head),
-                Step::ErrorPage => error_page(session.req_header().uri.path()).map(Refusal::entry),
+                Step::ErrorPage => {
+                    crate::answer::error_page(session.req_header().uri.path()).map(Refusal::entry)
+                }
                 Step::Decide => self.decide(session, ctx, &loaded).await,
                 Step::ZoneLimits => Self::zone_limits(session, ctx, &head),
                 Step::PrereadBody => self.preread_body(session, ctx, &head).await?,
@@ -801,7 +800,7 @@ impl Edge {
             // is answered, and never on the way to the origin. Kept inside this block, so that
             // none of it is held across the write below.
             let host = request_host(session);
-            let asked = crate::answer::error_rules::Asked::live(session, ctx, &host);
+            let asked = ctx.asked(session, &host);
             let refused = crate::answer::error_rules::Refused {
                 entry,
                 retry_after,
@@ -871,17 +870,5 @@ impl Edge {
         if let Some(slot) = ctx.in_flight.as_mut() {
             slot.hold_until(now + hold);
         }
-    }
-}
-
-/// The catalog entry `/cdn-cgi/error/<code>` asks for (the 404 entry for a bad code), or `None`
-/// when the path is not the error test endpoint.
-pub(crate) fn error_page(path: &str) -> Option<&'static CatalogEntry> {
-    let rest = path.strip_prefix(ERROR_PAGE_PREFIX)?;
-    match rest.strip_prefix('/') {
-        Some(code) => Some(signpost_problem::lookup_path_code(code)),
-        None if rest.is_empty() => Some(signpost_problem::not_found()),
-        // `/cdn-cgi/errors` and the like are ordinary paths.
-        None => None,
     }
 }

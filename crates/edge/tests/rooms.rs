@@ -95,7 +95,6 @@ fn assert_no_circle(krate: &str) {
 }
 
 #[test]
-#[ignore = "enabled once the rooms work merges"]
 fn no_feature_file_of_the_edge_imports_a_hub() {
     let graph = Graph::read(&workspace().join("crates/edge/src"));
     let offenders = graph.hub_imports();

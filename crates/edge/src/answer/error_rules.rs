@@ -14,9 +14,7 @@ use signpost_policy::{CompiledPolicy, CrawlRefusal, RequestFacts, ResponseFacts,
 use signpost_problem::{CatalogEntry, Custom, Format, TokenValues};
 
 use crate::answer::{Answer, Dressing};
-use crate::ctx::RequestCtx;
-use crate::reload::Loaded;
-use crate::request::facts::request_host;
+use crate::request::facts::Facts;
 use crate::request::ray::RayId;
 
 /// A matched rule: its id (for the access log) and what it changes.
@@ -40,12 +38,19 @@ pub struct Asked<'a> {
 }
 
 impl<'a> Asked<'a> {
-    /// A real request: its facts and what the phases settled in `ctx`.
-    pub fn live(session: &'a Session, ctx: &RequestCtx, host: &'a str) -> Asked<'a> {
+    /// A real request: its facts, and the zone and client the phases settled (`None` before
+    /// they ran).
+    pub fn live(
+        session: &'a Session,
+        facts: &Facts,
+        zone: Option<ZoneId>,
+        client_ip: Option<IpAddr>,
+        host: &'a str,
+    ) -> Asked<'a> {
         Asked {
-            facts: crate::request::facts::request_facts(session, &ctx.facts, host),
-            zone: ctx.zone,
-            client_ip: ctx.client_ip,
+            facts: crate::request::facts::request_facts(session, facts, host),
+            zone,
+            client_ip,
             country: None,
         }
     }
@@ -149,28 +154,6 @@ pub fn render_for(
     )
 }
 
-/// [`rule_for`] a real request.
-pub fn find<'a>(
-    loaded: &'a Loaded,
-    session: &Session,
-    ctx: &RequestCtx,
-    status: u16,
-    edge_code: u16,
-) -> Option<Matched<'a>> {
-    if !loaded.policy.has_error_rules() {
-        return None;
-    }
-    let host = request_host(session);
-    let asked = Asked::live(session, ctx, &host);
-    rule_for(
-        &loaded.policy,
-        &asked,
-        status,
-        edge_code,
-        ctx.rule_id.as_deref(),
-    )
-}
-
 /// The format of an answer for the client's `Accept`: the contract's negotiation, with
 /// `text/plain` offered too when the rule that speaks gives `text` (its own plain answer).
 pub fn format(accept: Option<&[u8]>, custom: Option<&Custom>) -> Format {
@@ -178,27 +161,6 @@ pub fn format(accept: Option<&[u8]>, custom: Option<&Custom>) -> Format {
         Some(custom) if custom.text.is_some() => signpost_problem::negotiate_offering_text(accept),
         _ => signpost_problem::negotiate(accept),
     }
-}
-
-/// [`render_for`] a real request: how every answer of the edge to a real request is made.
-pub fn render(
-    loaded: &Loaded,
-    session: &Session,
-    ctx: &RequestCtx,
-    entry: &'static CatalogEntry,
-    custom: Option<&Custom>,
-    retry_after: Option<u32>,
-) -> pingora::Result<Answer> {
-    let host = request_host(session);
-    let asked = Asked::live(session, ctx, &host);
-    render_for(
-        &loaded.policy,
-        &asked,
-        ctx.ray_id,
-        entry,
-        custom,
-        retry_after,
-    )
 }
 
 /// The request's values of `::CLIENT_IP::`, `::GEO::` and `::HOST::`, owned so that a

@@ -101,3 +101,18 @@ pub fn entry(code: Code) -> &'static CatalogEntry {
         .or_else(|| signpost_problem::lookup(Code::INTERNAL_ERROR))
         .unwrap_or_else(signpost_problem::not_found)
 }
+
+/// Where the edge answers `/cdn-cgi/error/<code>` itself, on every host.
+const ERROR_PAGE_PREFIX: &str = "/cdn-cgi/error";
+
+/// The catalog entry `/cdn-cgi/error/<code>` asks for (the 404 entry for a bad code), or `None`
+/// when the path is not the error test endpoint.
+pub(crate) fn error_page(path: &str) -> Option<&'static CatalogEntry> {
+    let rest = path.strip_prefix(ERROR_PAGE_PREFIX)?;
+    match rest.strip_prefix('/') {
+        Some(code) => Some(signpost_problem::lookup_path_code(code)),
+        None if rest.is_empty() => Some(signpost_problem::not_found()),
+        // `/cdn-cgi/errors` and the like are ordinary paths.
+        None => None,
+    }
+}

@@ -259,7 +259,7 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
             }
             Step::ErrorPage => {
                 let mut trace_step = edge_step(step, None);
-                if let Some(entry) = crate::pipeline::error_page(req.uri.path()) {
+                if let Some(entry) = crate::answer::error_page(req.uri.path()) {
                     trace_step.matched = true;
                     trace_step.action = Some("serve_error".into());
                     trace_step

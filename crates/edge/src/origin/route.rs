@@ -158,8 +158,15 @@ fn refuse_crawl(
         .ok_or_else(|| pingora::Error::explain(pingora::InternalError, "no policy"))?;
     let entry = crate::answer::entry(refusal.code());
     let custom = crate::crawl::custom(refusal);
-    let answer =
-        crate::answer::error_rules::render(&loaded, session, ctx, entry, Some(&custom), None)?;
+    let host = crate::request::facts::request_host(session);
+    let answer = crate::answer::error_rules::render_for(
+        &loaded.policy,
+        &ctx.asked(session, &host),
+        ctx.ray_id,
+        entry,
+        Some(&custom),
+        None,
+    )?;
     ctx.error_code = Some(answer.code);
     ctx.format = Some(answer.format);
     let crate::answer::Answer { mut head, body, .. } = answer;
@@ -186,14 +193,28 @@ fn reshape_origin_error(
     let Some(entry) = signpost_problem::origin_entry(status) else {
         return Ok(None);
     };
-    let rule = crate::answer::error_rules::find(&loaded, session, ctx, status, 0);
+    let host = crate::request::facts::request_host(session);
+    let asked = ctx.asked(session, &host);
+    let rule = crate::answer::error_rules::rule_for(
+        &loaded.policy,
+        &asked,
+        status,
+        0,
+        ctx.rule_id.as_deref(),
+    );
     let accept = crate::request::facts::accept(session);
     if rule.is_none() && !crate::origin::errors::wanted(structured, accept.as_deref(), response) {
         return Ok(None);
     }
     let custom = crate::origin::errors::custom(response, rule.as_ref().map(|r| r.custom));
-    let answer =
-        crate::answer::error_rules::render(&loaded, session, ctx, entry, Some(&custom), None)?;
+    let answer = crate::answer::error_rules::render_for(
+        &loaded.policy,
+        &asked,
+        ctx.ray_id,
+        entry,
+        Some(&custom),
+        None,
+    )?;
     ctx.format = Some(answer.format);
     if let Some(rule) = &rule {
         ctx.error_rule = Some(rule.id.into());
