@@ -49,7 +49,7 @@ pub struct RequestCtx {
     pub origin_answered: bool,
     /// The id of the error rule that dressed the edge's answer, for the access log.
     pub error_rule: Option<Box<str>>,
-    /// An origin error whose body the edge is replacing with a problem (`origin_errors.rs`).
+    /// An origin error whose body the edge is replacing with a problem (`origin/errors.rs`).
     pub replacing: Option<crate::origin::errors::Replacing>,
     /// An origin error with an empty body, answered by `fail_to_proxy`: its head and body.
     /// Boxed: rare, and a proxied request's context stays as small as it was.
@@ -63,7 +63,7 @@ pub struct RequestCtx {
     /// What the crawler was charged, once the ledger recorded it.
     pub charged: Option<signpost_policy::Price>,
     /// `/robots.txt` on its way from the origin: the managed block to put before it, and the
-    /// copy kept to parse it (`robots.rs`).
+    /// copy kept to parse it (`crawl/robots.rs`).
     pub robots: Option<Box<crate::crawl::robots::RobotsBody>>,
     /// The robots.txt rule a known crawler's request broke, for the access log.
     pub robots_violation: Option<Box<crate::crawl::robots::Violation>>,

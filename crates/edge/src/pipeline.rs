@@ -11,7 +11,7 @@
 //!   3 decide           the policy's phases (TLS SNI, hosts, identify, access rules, ...,
 //!                      crawl control, rate limits), then fleet rate limits with Redis's
 //!                      answers; a known crawler's robots.txt violation noted ──► refusal (1xxx,
-//!                      or crawl control's 402/400/403 with crawler-error, crawl.rs)
+//!                      or crawl control's 402/400/403 with crawler-error, crawl/mod.rs)
 //!   4 zone_limits      TRACE/TRACK, a declared body over max_body_size ─────────────► 405 413
 //!   5 preread_body     the start of a chunked body, parsed before the origin sees it ──► 400 408
 //!   6 take_in_flight   the client's share of origin work (max_in_flight_per_client) ─► 429 (1015)
@@ -23,18 +23,18 @@
 //!         upstream_peer (origin::peer; 1016) ─► upstream_request_filter (origin's headers)
 //!         response_filter (cf-ray, Vary; converted pages an unsafe request changed dropped; a
 //!           paid crawl settled and recorded in the ledger before crawler-charged goes out,
-//!           the origin's own receipts removed (crawl.rs); robots.txt's managed block
-//!           (robots.rs); an origin 4xx/5xx reshaped by origin_errors)
+//!           the origin's own receipts removed (crawl/mod.rs); robots.txt's managed block
+//!           (crawl/robots.rs); an origin 4xx/5xx reshaped by origin_errors)
 //!         response_body_filter (the reshaped error's body in place of the origin's; the
 //!           managed block before the origin's robots.txt, which is read)
 //!         ─► the origin's answer
 //!         fail_to_connect / fail_to_proxy (rescue: 52x, or nothing for a client that left)
 //!   Both routes prepare the origin's request and filter its answer's head with the same two
-//!   functions (origin_route.rs: prepare_request, filter_response).
+//!   functions (origin/route.rs: prepare_request, filter_response).
 //! logging: one access line per request, whatever happened; cancellations counted as such.
 //! ```
 //!
-//! Before any of it, for requests Pingora cannot read: `request_error_filter` (malformed.rs).
+//! Before any of it, for requests Pingora cannot read: `request_error_filter` (request/malformed.rs).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -650,12 +650,12 @@ impl Edge {
 
     /// Step 7: a request that negotiates Markdown on a zone that converts is answered from the
     /// zone's converted-page cache when a fresh entry is there, or once another request
-    /// converting the same page has stored it (markdown_cache.rs), else forwarded by
-    /// [`Edge::convert_from_origin`] (the why is in markdown.rs). Every other request goes down
+    /// converting the same page has stored it (markdown/cache.rs), else forwarded by
+    /// [`Edge::convert_from_origin`] (the why is in markdown/mod.rs). Every other request goes down
     /// Pingora's proxy path.
     ///
     /// A failure is returned, not answered here: Pingora hands it to `fail_to_proxy`, which
-    /// answers it as it answers the proxy route's (the 52x of `rescue.rs`, nothing for a client
+    /// answers it as it answers the proxy route's (the 52x of `origin/rescue.rs`, nothing for a client
     /// that left), and to `logging`, which logs and counts it the same way.
     async fn serve_markdown(
         &self,

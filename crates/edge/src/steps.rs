@@ -1,5 +1,5 @@
 //! The edge's steps for a request, in the order they run: declared once, here. The live edge
-//! (`pipeline.rs`, `request_filter`) runs them in this order, and a trace (`trace.rs`) lists
+//! (`pipeline.rs`, `request_filter`) runs them in this order, and a trace (`operator/trace.rs`) lists
 //! them in this order, runs the ones a synthetic request can go through, and lists every step
 //! after the one that answered as not reached. The policy's phases are one step, [`Step::Decide`]
 //! (a trace shows them one by one: `signpost_policy::PHASES`).

@@ -3,7 +3,7 @@
 //! rules: a request no error concerns never comes here.
 //!
 //! [`dress`] is the one way an answer of the edge's own is dressed with the rule that speaks for
-//! it: the live edge's refusals and failures (`pipeline.rs`), a trace's answer (`trace.rs`) and
+//! it: the live edge's refusals and failures (`pipeline.rs`), a trace's answer (`operator/trace.rs`) and
 //! `signpost render` all call it, with the request as the policy reads it ([`Asked`]).
 
 use std::borrow::Cow;

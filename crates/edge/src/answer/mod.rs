@@ -2,7 +2,7 @@
 //! with the operator's branding, under a head that carries the contract's headers. Every answer
 //! the edge makes itself goes through [`Answer::new`]: refusals, origin failures, the error test
 //! endpoint, requests Pingora could not read, and the origin's errors the edge reshapes; with the
-//! operator's error rule when one matched (`error_rules.rs`).
+//! operator's error rule when one matched (`answer/error_rules.rs`).
 
 pub(crate) mod error_rules;
 

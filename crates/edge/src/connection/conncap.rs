@@ -6,7 +6,7 @@
 //! The cap wraps the edge's Pingora application: `admit` runs once per accepted connection, and
 //! Pingora holds what it returns until the connection ends (vendor/README.md, pingora-core item
 //! 9), so a slot held there counts exactly the open connections. The same wrapper sets the TLS
-//! handshake deadline and puts every HTTP/2 connection behind its guard (h2guard.rs).
+//! handshake deadline and puts every HTTP/2 connection behind its guard (connection/h2guard.rs).
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -219,7 +219,7 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
         if stream.selected_alpn_proto() != Some(ALPN::H2) {
             return self.inner.process_new(stream, shutdown).await;
         }
-        // HTTP/2: the guard reads the frames (h2guard.rs) and may ask for a graceful GOAWAY
+        // HTTP/2: the guard reads the frames (connection/h2guard.rs) and may ask for a graceful GOAWAY
         // once the connection carried its request budget, through the shutdown signal that
         // Pingora's HTTP/2 accept loop already answers with one.
         let budget = self.policy.connections().h2_max_requests_per_connection;

@@ -339,7 +339,7 @@ fn client_side(e: Box<Error>) -> Box<Error> {
     e.into_down()
 }
 
-/// A failure to talk to the origin: its side, answered with its 52x (`rescue.rs`).
+/// A failure to talk to the origin: its side, answered with its 52x (`origin/rescue.rs`).
 fn origin_side(e: Box<Error>) -> Box<Error> {
     e.into_up()
 }

@@ -4,15 +4,15 @@
 //! (`serve_markdown`) both call them, and so must any later route, so that every origin-facing
 //! feature applies once, the same way on each:
 //!
-//! - to the origin: the forwarding headers (`origin.rs`), the identity header (any copy the
-//!   client sent removed, `identify.rs`), crawl control's `cf-pay-per-crawl` (`crawl.rs`), and
-//!   the conditionals robots.txt must not carry (`robots.rs`);
+//! - to the origin: the forwarding headers (`origin/mod.rs`), the identity header (any copy the
+//!   client sent removed, `identify.rs`), crawl control's `cf-pay-per-crawl` (`crawl/mod.rs`), and
+//!   the conditionals robots.txt must not carry (`crawl/robots.rs`);
 //! - from the origin: `cf-ray`, `Vary: Accept` on converting zones, the converted pages an
-//!   unsafe request changed dropped (`markdown_cache.rs`), pay per crawl settled and the
-//!   origin's own receipts removed (`crawl.rs`), robots.txt's managed block (`robots.rs`), the
-//!   origin's errors reshaped for agents (`origin_errors.rs`).
+//!   unsafe request changed dropped (`markdown/cache.rs`), pay per crawl settled and the
+//!   origin's own receipts removed (`crawl/mod.rs`), robots.txt's managed block (`crawl/robots.rs`), the
+//!   origin's errors reshaped for agents (`origin/errors.rs`).
 //!
-//! A failure on the way is classified once, by `rescue.rs`, for every route: the Markdown route
+//! A failure on the way is classified once, by `origin/rescue.rs`, for every route: the Markdown route
 //! hands its errors to `fail_to_proxy` as Pingora's proxy loop does.
 
 use std::net::IpAddr;
