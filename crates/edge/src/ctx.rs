@@ -1,7 +1,7 @@
 //! What one request learns on its way through the pipeline: each fact worked out once, read by
 //! the later hooks, reported by `logging`.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -9,9 +9,13 @@ use signpost_policy::{Zone, ZoneId};
 use signpost_problem::{Code, Format};
 
 use crate::connection::inflight;
-use crate::markdown::Outcome;
+use crate::crawl::robots::RobotsState;
+use crate::markdown::MarkdownState;
+use crate::origin::OriginTrip;
+use crate::origin::errors::OriginErrorState;
 use crate::reload::Loaded;
 use crate::request::facts::Facts;
+use crate::request::limits::BodyProgress;
 use crate::request::ray::RayId;
 
 pub struct RequestCtx {
@@ -30,30 +34,18 @@ pub struct RequestCtx {
     pub error_code: Option<Code>,
     pub format: Option<Format>,
     pub rule_id: Option<Arc<str>>,
-    pub upstream: Option<SocketAddr>,
-    pub upstream_started: Option<Instant>,
-    /// Request body bytes received so far, and when the first body chunk was awaited.
-    pub body_bytes: u64,
-    pub body_started: Option<Instant>,
-    /// Set once the request is on its way to the origin: from then on Pingora will not reuse
-    /// the client's connection after a failure, whatever we answer.
-    pub proxying: bool,
-    /// What happened to a request for Markdown on a converting zone, for the access log.
-    pub markdown: Option<Outcome>,
-    /// What the zone's converted-page cache did for it, for the access log.
-    pub markdown_cache: Option<crate::markdown::cache::Status>,
+    /// The request's trip to the origin, once it is on its way (`origin`).
+    pub origin: OriginTrip,
+    /// The request body as it streams to the origin (`request::limits`).
+    pub body: BodyProgress,
+    /// What the Markdown route and its cache did for a request for Markdown (`markdown`).
+    pub markdown: MarkdownState,
     /// The request's place among its client's requests in flight to origins.
     pub in_flight: Option<inflight::Slot>,
-    /// Set once the origin's response header arrived: a client that leaves after it no longer
-    /// holds the origin's work.
-    pub origin_answered: bool,
     /// The id of the error rule that dressed the edge's answer, for the access log.
     pub error_rule: Option<Box<str>>,
-    /// An origin error whose body the edge is replacing with a problem (`origin/errors.rs`).
-    pub replacing: Option<crate::origin::errors::Replacing>,
-    /// An origin error with an empty body, answered by `fail_to_proxy`: its head and body.
-    /// Boxed: rare, and a proxied request's context stays as small as it was.
-    pub origin_error_answer: Option<Box<(pingora::http::ResponseHeader, bytes::Bytes)>>,
+    /// An origin error the edge answers in place of the origin's (`origin/errors.rs`).
+    pub origin_error: OriginErrorState,
     /// Who the request is, when the policy identified it as anyone in particular (a signature
     /// or a known bot): for the origin's header and the access log. Boxed: most requests are
     /// nobody in particular.
@@ -62,11 +54,9 @@ pub struct RequestCtx {
     pub crawl: Option<Box<signpost_policy::CrawlStep>>,
     /// What the crawler was charged, once the ledger recorded it.
     pub charged: Option<signpost_policy::Price>,
-    /// `/robots.txt` on its way from the origin: the managed block to put before it, and the
-    /// copy kept to parse it (`crawl/robots.rs`).
-    pub robots: Option<Box<crate::crawl::robots::RobotsBody>>,
-    /// The robots.txt rule a known crawler's request broke, for the access log.
-    pub robots_violation: Option<Box<crate::crawl::robots::Violation>>,
+    /// robots.txt's part of the request: the origin's file on its way, a rule broken
+    /// (`crawl/robots.rs`).
+    pub robots: RobotsState,
 }
 
 impl RequestCtx {
@@ -82,23 +72,16 @@ impl RequestCtx {
             error_code: None,
             format: None,
             rule_id: None,
-            upstream: None,
-            upstream_started: None,
-            body_bytes: 0,
-            body_started: None,
-            proxying: false,
-            markdown: None,
-            markdown_cache: None,
+            origin: OriginTrip::default(),
+            body: BodyProgress::default(),
+            markdown: MarkdownState::default(),
             in_flight: None,
-            origin_answered: false,
             error_rule: None,
-            replacing: None,
-            origin_error_answer: None,
+            origin_error: OriginErrorState::default(),
             identity: None,
             crawl: None,
             charged: None,
-            robots: None,
-            robots_violation: None,
+            robots: RobotsState::default(),
         }
     }
 

@@ -228,24 +228,24 @@ impl ProxyHttp for Edge {
         ctx: &mut Self::CTX,
     ) -> Result<()> {
         let len = body.as_ref().map_or(0, |b| b.len() as u64);
-        if len == 0 && ctx.body_started.is_none() {
+        if len == 0 && ctx.body.started.is_none() {
             // No body bytes yet (a request without a body gets exactly this call): nothing to
             // count or time, so no clock is read.
             return Ok(());
         }
-        let started = *ctx.body_started.get_or_insert_with(Instant::now);
-        ctx.body_bytes = ctx.body_bytes.saturating_add(len);
+        let started = *ctx.body.started.get_or_insert_with(Instant::now);
+        ctx.body.bytes = ctx.body.bytes.saturating_add(len);
         let (max_body, limits) = match (ctx.zone(), ctx.policy.as_ref()) {
             (Some(zone), Some(loaded)) => (zone.max_body_size, *loaded.policy.connections()),
             _ => return Ok(()),
         };
-        if ctx.body_bytes > max_body {
+        if ctx.body.bytes > max_body {
             return Error::e_explain(BODY_TOO_LARGE, "request body over the zone's max_body_size");
         }
         let elapsed = started.elapsed();
         if elapsed > limits.body_timeout {
             let floor = limits.body_min_rate as f64 * elapsed.as_secs_f64();
-            if (ctx.body_bytes as f64) < floor {
+            if (ctx.body.bytes as f64) < floor {
                 self.metrics.connections.event("body_timeout");
                 return Error::e_explain(BODY_TOO_SLOW, "request body slower than body_min_rate");
             }
@@ -308,11 +308,11 @@ impl ProxyHttp for Edge {
         match crate::origin::errors::replace(head_only, response, answer) {
             InPlace::HeadOnly => Ok(()),
             InPlace::Body(replacing) => {
-                ctx.replacing = Some(replacing);
+                ctx.origin_error.replacing = Some(replacing);
                 Ok(())
             }
             InPlace::Whole(answer) => {
-                ctx.origin_error_answer = Some(answer);
+                ctx.origin_error.answer = Some(answer);
                 Error::e_explain(ANSWERED_IN_PLACE, "origin error with an empty body")
             }
         }
@@ -327,12 +327,12 @@ impl ProxyHttp for Edge {
         end_of_stream: bool,
         ctx: &mut Self::CTX,
     ) -> Result<Option<std::time::Duration>> {
-        if let Some(replacing) = ctx.replacing.as_mut() {
+        if let Some(replacing) = ctx.origin_error.replacing.as_mut() {
             crate::origin::errors::body_filter(body, replacing)?;
-        } else if let Some(robots) = ctx.robots.as_mut() {
+        } else if let Some(robots) = ctx.robots.body.as_mut() {
             *body = robots.chunk(body.take());
             if end_of_stream
-                && let Some(robots) = ctx.robots.take()
+                && let Some(robots) = ctx.robots.body.take()
                 && let (Some(loaded), Some(zone)) = (ctx.policy.as_ref(), ctx.zone())
             {
                 crate::crawl::robots::keep_origin_file(*robots, &loaded.robots, &zone.name);
@@ -351,7 +351,7 @@ impl ProxyHttp for Edge {
         e: &Error,
         ctx: &mut Self::CTX,
     ) -> FailToProxy {
-        if let Some(answer) = ctx.origin_error_answer.take() {
+        if let Some(answer) = ctx.origin_error.answer.take() {
             let (head, body) = *answer;
             let status = crate::origin::errors::write_in_place(session, head, body)
                 .await
@@ -396,15 +396,13 @@ impl ProxyHttp for Edge {
             .and_then(|(loaded, zone)| loaded.zone_metrics(zone));
         let req = session.req_header();
         let format = ctx.format.map_or("-", |f| f.as_str());
-        let upstream_latency = ctx
-            .upstream_started
-            .map(|t| now.saturating_duration_since(t));
+        let upstream_latency = ctx.origin.started.map(|t| now.saturating_duration_since(t));
         self.metrics.observe_request(
             zone,
             status,
             ctx.error_code,
             format,
-            upstream_latency.filter(|_| ctx.upstream.is_some()),
+            upstream_latency.filter(|_| ctx.origin.addr.is_some()),
         );
         let zone = zone.map(|z| z.name());
         tracing::info!(
@@ -421,18 +419,18 @@ impl ProxyHttp for Edge {
             zone = zone.map_or("-", |z| &**z),
             rule = ctx.rule_id.as_deref().unwrap_or("-"),
             error_rule = ctx.error_rule.as_deref().unwrap_or("-"),
-            upstream = %OrDash(ctx.upstream),
+            upstream = %OrDash(ctx.origin.addr),
             duration_ms = duration.as_secs_f64() * 1000.0,
             error = client_event.or(e.map(|e| e.etype().as_str())).unwrap_or(""),
-            markdown = ctx.markdown.map_or("-", |m| m.as_str()),
+            markdown = ctx.markdown.outcome.map_or("-", |m| m.as_str()),
             bot = ctx.identity.as_ref().and_then(|i| i.bot.as_ref()).map_or("-", |b| &*b.name),
             bot_status = ctx.identity.as_ref().map_or("-", |i| i.status.as_str()),
             signature = ctx.identity.as_ref().map_or("-", |i| i.signature.outcome.as_str()),
-            markdown_cache = ctx.markdown_cache.map_or("-", |s| s.as_str()),
+            markdown_cache = ctx.markdown.cache.map_or("-", |s| s.as_str()),
             crawl = ctx.crawl.as_ref().map_or("-", |c| c.action.as_str()),
             crawl_outcome = ctx.crawl.as_ref().map_or("-", |c| c.outcome.as_str()),
             charged_cents = ctx.charged.map_or(0, |p| p.cents()),
-            robots = %LogSafe(ctx.robots_violation.as_ref().map_or("-", |v| &v.directive)),
+            robots = %LogSafe(ctx.robots.violation.as_ref().map_or("-", |v| &v.directive)),
         );
     }
 }
@@ -485,7 +483,7 @@ impl Edge {
                 ctx.zone(),
             ) {
                 let path = session.req_header().uri.path();
-                ctx.robots_violation = crate::crawl::robots::violation(
+                ctx.robots.violation = crate::crawl::robots::violation(
                     &loaded.robots,
                     &self.metrics.crawl,
                     &zone.name,
@@ -561,13 +559,13 @@ impl Edge {
         ctx: &mut RequestCtx,
     ) -> Result<()> {
         session.enable_retry_buffering();
-        ctx.body_started = Some(Instant::now());
+        ctx.body.started = Some(Instant::now());
         let first = session.read_request_body().await.map_err(|mut e| {
             // The client's body: its errors are the client's (Pingora leaves the source unset).
             e.as_down();
             e
         })?;
-        // Not added to `ctx.body_bytes`: the proxy replays these bytes through
+        // Not added to `ctx.body.bytes`: the proxy replays these bytes through
         // `request_body_filter`, which counts them then.
         let read = first.as_ref().map_or(0, |b| b.len() as u64);
         if session.retry_buffer_truncated() {
@@ -621,7 +619,7 @@ impl Edge {
         match crate::crawl::robots::request(session.req_header(), zone, &loaded.policy)? {
             RobotsRequest::Answer(managed) => Some(managed),
             RobotsRequest::Read(reading) => {
-                ctx.robots = Some(reading);
+                ctx.robots.body = Some(reading);
                 None
             }
         }
@@ -632,7 +630,7 @@ impl Edge {
     fn markdown_wanted(&self, session: &Session, ctx: &mut RequestCtx) -> Option<MarkdownConfig> {
         use crate::markdown::{self, Outcome};
         let config = ctx.zone().filter(|z| z.markdown.enabled)?;
-        if ctx.robots.is_some() || ctx.crawl.as_ref().is_some_and(|c| c.charges()) {
+        if ctx.robots.body.is_some() || ctx.crawl.as_ref().is_some_and(|c| c.charges()) {
             // robots.txt is never converted; a charged page goes down the proxy path, where
             // the charge is settled (conversion does not settle charges yet).
             return None;
@@ -641,7 +639,7 @@ impl Edge {
         match markdown::wanted(session.req_header(), accept.as_deref())? {
             true => Some(config.markdown.clone()),
             false => {
-                ctx.markdown = Some(Outcome::Skipped);
+                ctx.markdown.outcome = Some(Outcome::Skipped);
                 self.metrics.markdown.outcome(Outcome::Skipped);
                 None
             }
@@ -691,8 +689,8 @@ impl Edge {
             .as_ref()
             .and_then(|c| c.fresh_reply(ctx.ray_header(), Instant::now()))
         {
-            ctx.markdown = Some(Outcome::Cached);
-            ctx.markdown_cache = cached.map(|c| c.finish(true));
+            ctx.markdown.outcome = Some(Outcome::Cached);
+            ctx.markdown.cache = cached.map(|c| c.finish(true));
             reply?.write(session, head_only).await?;
             return Ok(true);
         }
@@ -700,8 +698,8 @@ impl Edge {
             .convert_from_origin(session, ctx, &config, url, cached.as_mut())
             .await;
         let sent_markdown = matches!(forwarded, Ok(Outcome::Converted | Outcome::Cached));
-        ctx.markdown_cache = cached.map(|c| c.finish(sent_markdown));
-        ctx.markdown = Some(*forwarded.as_ref().unwrap_or(&Outcome::Failed));
+        ctx.markdown.cache = cached.map(|c| c.finish(sent_markdown));
+        ctx.markdown.outcome = Some(*forwarded.as_ref().unwrap_or(&Outcome::Failed));
         forwarded.map(|_| true)
     }
 
@@ -769,14 +767,14 @@ impl Edge {
 
     /// The zone's origin peer, recorded in the context for the access log and the metrics.
     async fn peer(&self, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
-        ctx.proxying = true;
+        ctx.origin.proxying = true;
         let zone = ctx
             .zone()
             .ok_or_else(|| Error::explain(InternalError, "proxying without a zone"))?;
         let (peer, addr) =
             crate::origin::peer(&self.resolver, zone, self.origin_override.as_ref()).await?;
-        ctx.upstream = Some(addr);
-        ctx.upstream_started = Some(Instant::now());
+        ctx.origin.addr = Some(addr);
+        ctx.origin.started = Some(Instant::now());
         Ok(peer)
     }
 
@@ -835,7 +833,7 @@ impl Edge {
             Rescue::Answer(code) => code,
             Rescue::ClientGone => return None,
         };
-        if ctx.proxying {
+        if ctx.origin.proxying {
             // Pingora drops the client's connection after a failure on the way to the origin
             // (its `proxy_to_upstream` reports the session as not reusable): announce it with
             // `Connection: close` so that the client does not send its next request into a
@@ -858,7 +856,7 @@ impl Edge {
     /// A request its client cancelled before the origin answered keeps its place among the
     /// client's requests in flight: the origin may still be working on it.
     fn hold_cancelled(&self, ctx: &mut RequestCtx, now: Instant) {
-        if ctx.origin_answered {
+        if ctx.origin.answered {
             return;
         }
         let hold = ctx

@@ -22,6 +22,16 @@ use std::sync::{Arc, RwLock};
 use pingora::http::ResponseHeader;
 use signpost_policy::{KnownCrawler, RobotsConfig, RobotsMode, glob_matches, managed_block};
 
+/// robots.txt's part of one request.
+#[derive(Default)]
+pub struct RobotsState {
+    /// `/robots.txt` on its way from the origin: the managed block to put before it, and the
+    /// copy kept to parse it.
+    pub body: Option<Box<RobotsBody>>,
+    /// The robots.txt rule a known crawler's request broke, for the access line.
+    pub violation: Option<Box<Violation>>,
+}
+
 /// The most of an origin's robots.txt that is parsed (Google's limit, 500 KiB).
 pub const MAX_ROBOTS_BYTES: usize = 500 * 1024;
 /// Lines are cut to this many bytes before parsing (the parser's own line limit is 16 KiB,

@@ -33,6 +33,15 @@ use signpost_problem::Format;
 
 use tokio::sync::Semaphore;
 
+/// What the Markdown route did for a request, for the access line.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MarkdownState {
+    /// What happened to a request for Markdown on a converting zone.
+    pub outcome: Option<Outcome>,
+    /// What the zone's converted-page cache did for it.
+    pub cache: Option<crate::markdown::cache::Status>,
+}
+
 /// At most this many conversions run at once (each on a blocking-pool thread); more wait for a
 /// slot, their bodies counted in the memory budget meanwhile.
 pub const MAX_CONCURRENT: usize = 4;

@@ -22,6 +22,16 @@ use signpost_problem::Custom;
 
 use crate::answer::Answer;
 
+/// An origin error the edge answers in place of the origin's.
+#[derive(Default)]
+pub struct OriginErrorState {
+    /// An origin error whose body the edge is replacing with a problem.
+    pub replacing: Option<Replacing>,
+    /// An origin error with an empty body, answered by `fail_to_proxy`: its head and body.
+    /// Boxed: rare, and a proxied request's context stays as small as it was.
+    pub answer: Option<Box<(pingora::http::ResponseHeader, bytes::Bytes)>>,
+}
+
 /// The most origin body bytes read and dropped after the edge answered an origin error in their
 /// place: an error page is a few KiB; an origin that sends more is cut, not read to its end.
 pub const MAX_DISCARDED_BYTES: u64 = 1 << 20;

@@ -22,6 +22,21 @@ use crate::origin::rescue::ORIGIN_DNS_ERROR;
 use crate::request::facts::{Facts, IpText};
 use crate::request::ray::CF_RAY;
 
+/// A request's trip to the origin, for the access line, the metrics and the hooks after it.
+#[derive(Debug, Default)]
+pub struct OriginTrip {
+    /// Set once the request is on its way to the origin: from then on Pingora will not reuse
+    /// the client's connection after a failure, whatever we answer.
+    pub proxying: bool,
+    /// The origin's address, once chosen.
+    pub addr: Option<std::net::SocketAddr>,
+    /// When the request left for the origin.
+    pub started: Option<Instant>,
+    /// Set once the origin's response header arrived: a client that leaves after it no longer
+    /// holds the origin's work.
+    pub answered: bool,
+}
+
 /// The headers the edge adds to every proxied request, parsed once: inserted through these, a
 /// header's name is neither parsed nor copied per request (the `&'static str` names Pingora also
 /// takes are parsed, and so allocated, on each insert). They are written to the wire exactly as

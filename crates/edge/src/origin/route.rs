@@ -68,7 +68,7 @@ impl<'a> ToOrigin<'a> {
             identity: ctx.identity.as_deref(),
             identity_header,
             pricing: OriginPricing::of(controls, ctx.crawl.as_deref()),
-            reads_robots: ctx.robots.is_some(),
+            reads_robots: ctx.robots.body.is_some(),
         }
     }
 }
@@ -96,7 +96,7 @@ pub async fn filter_response(
     response: &mut ResponseHeader,
     ctx: &mut RequestCtx,
 ) -> Result<Option<Reshaped>> {
-    ctx.origin_answered = true;
+    ctx.origin.answered = true;
     response.insert_header(&CF_RAY, ctx.ray_header())?;
     let Some(zone) = ctx.zone() else {
         return Ok(None);
@@ -131,10 +131,10 @@ pub async fn filter_response(
     if controls_crawl {
         crate::crawl::strip_origin_receipts(response, ctx.charged.is_some());
     }
-    if ctx.robots.is_some() {
+    if ctx.robots.body.is_some() {
         let ray = ctx.ray_header();
         if let Some(managed) =
-            crate::crawl::robots::response_filter(response, &mut ctx.robots, ray)?
+            crate::crawl::robots::response_filter(response, &mut ctx.robots.body, ray)?
         {
             return Ok(Some(managed));
         }

@@ -11,6 +11,16 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use signpost_problem::Code;
 
+/// A request body as it streams to the origin: counted against the zone's limit and timed
+/// against `body_min_rate`.
+#[derive(Debug, Default)]
+pub struct BodyProgress {
+    /// Body bytes received so far.
+    pub bytes: u64,
+    /// When the first body chunk was awaited.
+    pub started: Option<std::time::Instant>,
+}
+
 /// The longest request target (path and query) the edge accepts: 16 KiB, Cloudflare's URL limit.
 /// Longer is 414.
 pub const MAX_URI_LEN: usize = 16 * 1024;
