@@ -354,20 +354,6 @@ impl Verdicts {
     }
 }
 
-/// A client as the failure budget counts it: an IPv4 address, or an IPv6 address by its /64
-/// (one host's usual allocation, so a client cannot buy a fresh budget per address); a
-/// v4-mapped IPv6 address is the IPv4 client it is. The same grouping as the edge's per-client
-/// caps.
-fn client_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
-        },
-    }
-}
-
 /// Failed checks per client per minute, and for the whole edge per second.
 #[derive(Default)]
 struct Budget {
@@ -386,7 +372,7 @@ impl Budget {
         {
             return false;
         }
-        match self.clients.get(&client_key(client)) {
+        match self.clients.get(&signpost_policy::client_key(client)) {
             Some((start, n)) => now.duration_since(*start) >= MINUTE || *n < per_minute,
             None => true,
         }
@@ -398,7 +384,7 @@ impl Budget {
             Some((start, n)) if now.duration_since(*start) < Duration::from_secs(1) => *n += 1,
             other => *other = Some((now, 1)),
         }
-        let key = client_key(client);
+        let key = signpost_policy::client_key(client);
         if !self.clients.contains_key(&key) && self.clients.len() >= MAX_CLIENTS {
             self.clients
                 .retain(|_, (start, _)| now.duration_since(*start) < MINUTE);

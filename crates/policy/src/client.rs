@@ -95,6 +95,17 @@ fn parse_hop(s: &str) -> Option<IpAddr> {
     host.parse::<std::net::Ipv4Addr>().ok().map(IpAddr::V4)
 }
 
+/// The key a client is counted under where one client must not pass for many (its connections,
+/// requests in flight, failed signature checks): the IPv4 address, or the /64 of an IPv6 address
+/// (one subscriber's usual allocation, so that rotating addresses inside it gains nothing).
+/// IPv4-mapped IPv6 is IPv4.
+pub fn client_key(ip: IpAddr) -> IpAddr {
+    match canonical(ip) {
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 64) - 1)).into()),
+        v4 => v4,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -84,6 +84,7 @@ pub use bots::settings::{
     DEFAULT_ORIGIN_HEADER,
 };
 pub use bots::{Behaviors, Bot, BotCatalog, CATEGORIES, MAX_BOTS, normalize_agent};
+pub use client::client_key;
 pub use compiled::CompiledPolicy;
 pub use crawl::{
     ALWAYS_FREE_PATHS, BLOCK_CODE, CURRENCY, CrawlAction, CrawlConfig, CrawlOutcome, CrawlRefusal,

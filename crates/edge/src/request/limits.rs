@@ -1,8 +1,6 @@
 //! What the edge refuses before any zone looks at a request, the per-client key its caps count
 //! under, and the deadlines it sets on each request's connection.
 
-use std::net::IpAddr;
-
 use std::sync::atomic::{AtomicI64, AtomicU64};
 
 use pingora::http::RequestHeader;
@@ -76,21 +74,8 @@ impl RateLimitMetrics {
     }
 }
 
-/// The key a client's connections and requests in flight are counted under: the IPv4 address, or
-/// the /64 of an IPv6 address (one subscriber's usual allocation, so that rotating addresses
-/// inside it gains nothing).
-pub fn client_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(_) => ip,
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let bits = u128::from(v6) & !((1u128 << 64) - 1);
-                IpAddr::V6(bits.into())
-            }
-        },
-    }
-}
+/// The key a client's connections and requests in flight are counted under.
+pub use signpost_policy::client_key;
 
 /// What the request head says about its size and body, read once for every step that asks.
 pub struct Head {
@@ -195,6 +180,7 @@ pub fn apply_connection_limits(session: &mut Session, limits: &signpost_policy::
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::IpAddr;
 
     #[test]
     fn ipv6_clients_are_grouped_by_64() {
