@@ -54,3 +54,5 @@ mod trace;
 mod verified_bots;
 // HTTP/2 and TLS abuse: premature resets, control floods, zero-window readers, silent handshakes.
 mod h2_abuse;
+// What an idle keep-alive connection costs the edge, and that it still answers.
+mod idle_memory;

@@ -258,3 +258,51 @@ async fn a_shortened_idle_timeout_replaces_the_kept_timer() {
     assert_eq!(idle.run(Duration::from_millis(50), never).await, None);
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+/// The future that waits for a kept-alive connection's next request (pingora-proxy's
+/// `process_new_http`, which every idle HTTP/1 connection holds) holds the read of the request
+/// only: the work of a request is boxed when the request has arrived, and freed when it is done.
+/// Without that it is as large as the largest state of the whole proxy flow (tens of KiB).
+#[tokio::test]
+async fn waiting_for_the_next_request_holds_no_request_work() {
+    use pingora::apps::HttpServerApp;
+    use pingora::prelude::*;
+    use std::sync::Arc;
+
+    struct NoOrigin;
+    #[async_trait::async_trait]
+    impl ProxyHttp for NoOrigin {
+        type CTX = ();
+        fn new_ctx(&self) {}
+        async fn upstream_peer(&self, _: &mut Session, _: &mut ()) -> Result<Box<HttpPeer>> {
+            Error::e_explain(ErrorType::ConnectNoRoute, "no origin in this test")
+        }
+    }
+
+    let conf = Arc::new(pingora::server::configuration::ServerConf::default());
+    let app = Arc::new(pingora::proxy::http_proxy(&conf, NoOrigin));
+    let (mut client_end, server_end) = duplex(4096);
+    let (_stop, shutdown) = tokio::sync::watch::channel(false);
+    let session = pingora::protocols::http::ServerSession::new_http1(Box::new(server_end));
+    let waiting = app.process_new_http(session, &shutdown);
+    let size = std::mem::size_of_val(&*waiting);
+    eprintln!("the future waiting for a request: {size} bytes");
+    assert!(
+        size <= 4096,
+        "the future waiting for a request is {size} bytes"
+    );
+
+    // The request still goes through the whole flow, boxed: `upstream_peer` fails, which
+    // Pingora answers with a 500.
+    client_end
+        .write_all(b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = tokio::spawn(async move {
+        let mut head = [0u8; 12];
+        client_end.read_exact(&mut head).await.unwrap();
+        head
+    });
+    waiting.await;
+    assert_eq!(&answer.await.unwrap(), b"HTTP/1.1 500");
+}

@@ -1610,7 +1610,11 @@ where
                 .on_connection_reuse(&mut session, &mut ctx, prev_ctx);
         }
 
-        self.process_request(session, ctx).await
+        // signpost patch: the work of the request in a box of its own, allocated now and freed
+        // when it is done. This future (boxed by `async_trait`) waits for the connection's next
+        // request in `handle_new_request`; with the request's work inline it was as large as the
+        // largest state of the whole proxy flow, held by every idle keep-alive connection.
+        Box::pin(self.process_request(session, ctx)).await
     }
 
     async fn http_cleanup(&self) {

@@ -209,19 +209,15 @@ impl<A> Capped<A> {
     }
 }
 
-#[async_trait]
-impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
-    async fn process_new(
+impl<A: ServerApp + Send + Sync + 'static> Capped<A> {
+    /// An HTTP/2 connection: the guard reads the frames (connection/h2guard.rs) and may ask for a
+    /// graceful GOAWAY once the connection carried its request budget, through the shutdown
+    /// signal that Pingora's HTTP/2 accept loop already answers with one.
+    async fn process_h2(
         self: &Arc<Self>,
         stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
-        if stream.selected_alpn_proto() != Some(ALPN::H2) {
-            return self.inner.process_new(stream, shutdown).await;
-        }
-        // HTTP/2: the guard reads the frames (connection/h2guard.rs) and may ask for a graceful GOAWAY
-        // once the connection carried its request budget, through the shutdown signal that
-        // Pingora's HTTP/2 accept loop already answers with one.
         let budget = self.policy.connections().h2_max_requests_per_connection;
         let client = stream
             .get_socket_digest()
@@ -266,6 +262,22 @@ impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
             () = relay => {}
         }
         None
+    }
+}
+
+#[async_trait]
+impl<A: ServerApp + Send + Sync + 'static> ServerApp for Capped<A> {
+    async fn process_new(
+        self: &Arc<Self>,
+        stream: Stream,
+        shutdown: &ShutdownWatch,
+    ) -> Option<Stream> {
+        if stream.selected_alpn_proto() != Some(ALPN::H2) {
+            return self.inner.process_new(stream, shutdown).await;
+        }
+        // In a box of its own: this future lives as long as the connection, and an HTTP/1
+        // connection, idle most of its life, should not carry the HTTP/2 guard's state.
+        Box::pin(self.process_h2(stream, shutdown)).await
     }
 
     /// Every connection is counted from its acceptance, before its TLS handshake, so that

@@ -369,7 +369,10 @@ where
             });
 
             let h2_options = self.h2_options();
-            let h2_conn = match server::handshake(stream, h2_options).await {
+            // signpost patch: the HTTP/2 handshake and accept loop in boxes of their own, so
+            // that this future, which an HTTP/1 connection holds for its whole life, is not
+            // sized for them.
+            let h2_conn = match Box::pin(server::handshake(stream, h2_options)).await {
                 Err(e) => {
                     error!("H2 handshake error {e}");
                     return None;
@@ -383,7 +386,7 @@ where
             let app = self.clone();
             let shutdown_for_session = shutdown.clone();
             let h2_idle_timeout = self.server_options().and_then(|o| o.h2_idle_timeout);
-            server::accept_downstream_sessions(
+            Box::pin(server::accept_downstream_sessions(
                 h2_conn,
                 digest,
                 shutdown.clone(),
@@ -400,7 +403,7 @@ where
                             .await;
                     });
                 },
-            )
+            ))
             .await;
         } else if custom || matches!(stream.selected_alpn_proto(), Some(ALPN::Custom(_))) {
             return self.clone().process_custom_session(stream, shutdown).await;

@@ -235,7 +235,11 @@ impl<A: ServerApp + Send + Sync + 'static> Service<A> {
                         let Some(_admission) = app.admit(peer_addr.as_ref()) else {
                             return;
                         };
-                        match timeout(app.handshake_timeout(), io.handshake()).await {
+                        // signpost patch: the handshake (TLS) in a box of its own, freed when it
+                        // is done, so that this task, which lives as long as the connection, is
+                        // not sized for it.
+                        let handshake = Box::pin(io.handshake());
+                        match timeout(app.handshake_timeout(), handshake).await {
                             Ok(Ok(io)) => Self::handle_event(io, app, shutdown).await,
                             Ok(Err(e)) => app.handshake_failed(peer_addr.as_ref(), false, Some(&*e)),
                             Err(_) => app.handshake_failed(peer_addr.as_ref(), true, None),

@@ -31,7 +31,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 #[cfg(target_os = "linux")]
 use tokio::io::Interest;
-use tokio::io::{self, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader, BufWriter, ReadBuf};
+use tokio::io::{self, AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadBuf};
 use tokio::net::TcpStream;
 #[cfg(unix)]
 use tokio::net::UnixStream;
@@ -423,14 +423,89 @@ impl L4BufferSettings {
 /// The L4 buffers in front of a [`RawStreamWrapper`]: a read buffer over a write
 /// buffer, the same layering as tokio's [`BufStream`](tokio::io::BufStream).
 ///
-/// A zero read capacity leaves the read buffer out, because [`BufReader`] panics on
-/// a zero capacity. Reads then go straight to the raw stream, as they did through
-/// an empty `BufReader`. [`BufWriter`] accepts a zero capacity and writes straight
-/// through.
+/// A zero read capacity leaves the read buffer out: reads go straight to the raw
+/// stream. [`BufWriter`] accepts a zero capacity and writes straight through.
+///
+/// signpost patch: the read buffer is a [`ReadBuffer`], which a connection holds only
+/// while it has bytes to give or a read into it is returning them, instead of tokio's
+/// `BufReader`, which held its buffer (zeroed) for the connection's whole life.
 #[derive(Debug)]
 enum BufferedStream {
     UnbufferedRead(BufWriter<RawStreamWrapper>),
-    BufferedRead(BufReader<BufWriter<RawStreamWrapper>>),
+    BufferedRead(BufWriter<RawStreamWrapper>, ReadBuffer),
+}
+
+/// signpost patch: a read buffer of up to `capacity` bytes, allocated by the read that
+/// needs it and released by a read that finds it empty and the connection with nothing
+/// to read (`Pending`), so that a connection waiting for its peer (a keep-alive
+/// connection between requests, an HTTP/2 connection between frames) holds no read
+/// buffer. A busy connection allocates it again once per wait.
+///
+/// As with `BufReader`, a read at least as large as the capacity bypasses the buffer
+/// when it is empty.
+#[derive(Debug)]
+struct ReadBuffer {
+    capacity: usize,
+    /// The bytes read and not yet given are `buf[pos..]`; no allocation when released.
+    buf: Vec<u8>,
+    pos: usize,
+}
+
+impl ReadBuffer {
+    fn new(capacity: usize) -> Self {
+        ReadBuffer {
+            capacity,
+            buf: Vec::new(),
+            pos: 0,
+        }
+    }
+
+    fn release(&mut self) {
+        self.buf = Vec::new();
+        self.pos = 0;
+    }
+
+    /// The bytes of the buffer's allocation, 0 when released (for tests).
+    #[cfg(test)]
+    fn allocated(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    fn poll_read<R: AsyncRead + Unpin>(
+        &mut self,
+        inner: &mut R,
+        cx: &mut Context<'_>,
+        out: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.pos == self.buf.len() {
+            if out.remaining() >= self.capacity {
+                self.release();
+                return Pin::new(inner).poll_read(cx, out);
+            }
+            self.buf.clear();
+            self.pos = 0;
+            self.buf.reserve_exact(self.capacity);
+            let mut read = ReadBuf::uninit(self.buf.spare_capacity_mut());
+            match Pin::new(inner).poll_read(cx, &mut read) {
+                Poll::Ready(Ok(())) => {
+                    let filled = read.filled().len();
+                    // SAFETY: `ReadBuf` guarantees that its first `filled` bytes, the start of
+                    // `buf`'s spare capacity, were initialized by the read.
+                    unsafe { self.buf.set_len(filled) };
+                }
+                // Nothing buffered and nothing to read: give the buffer back while waiting.
+                other => {
+                    self.release();
+                    return other;
+                }
+            }
+        }
+        let available = &self.buf[self.pos..];
+        let n = available.len().min(out.remaining());
+        out.put_slice(&available[..n]);
+        self.pos += n;
+        Poll::Ready(Ok(()))
+    }
 }
 
 impl BufferedStream {
@@ -439,21 +514,21 @@ impl BufferedStream {
         if read == 0 {
             BufferedStream::UnbufferedRead(writer)
         } else {
-            BufferedStream::BufferedRead(BufReader::with_capacity(read, writer))
+            BufferedStream::BufferedRead(writer, ReadBuffer::new(read))
         }
     }
 
     fn writer(&self) -> &BufWriter<RawStreamWrapper> {
         match self {
             BufferedStream::UnbufferedRead(writer) => writer,
-            BufferedStream::BufferedRead(reader) => reader.get_ref(),
+            BufferedStream::BufferedRead(writer, _) => writer,
         }
     }
 
     fn writer_mut(&mut self) -> &mut BufWriter<RawStreamWrapper> {
         match self {
             BufferedStream::UnbufferedRead(writer) => writer,
-            BufferedStream::BufferedRead(reader) => reader.get_mut(),
+            BufferedStream::BufferedRead(writer, _) => writer,
         }
     }
 
@@ -465,11 +540,25 @@ impl BufferedStream {
         self.writer_mut().get_mut()
     }
 
+    /// signpost patch: the same stream with a write buffer of `capacity`. Anything left in the
+    /// write buffer is lost: called when it is empty.
+    fn with_write_capacity(self, capacity: usize) -> Self {
+        match self {
+            BufferedStream::UnbufferedRead(writer) => {
+                BufferedStream::UnbufferedRead(BufWriter::with_capacity(capacity, writer.into_inner()))
+            }
+            BufferedStream::BufferedRead(writer, read) => BufferedStream::BufferedRead(
+                BufWriter::with_capacity(capacity, writer.into_inner()),
+                read,
+            ),
+        }
+    }
+
     /// Return the raw stream. Anything left in either buffer is lost.
     fn into_inner(self) -> RawStreamWrapper {
         match self {
             BufferedStream::UnbufferedRead(writer) => writer.into_inner(),
-            BufferedStream::BufferedRead(reader) => reader.into_inner().into_inner(),
+            BufferedStream::BufferedRead(writer, _) => writer.into_inner(),
         }
     }
 }
@@ -482,13 +571,12 @@ impl AsyncRead for BufferedStream {
     ) -> Poll<io::Result<()>> {
         match &mut *self {
             BufferedStream::UnbufferedRead(writer) => Pin::new(writer).poll_read(cx, buf),
-            BufferedStream::BufferedRead(reader) => Pin::new(reader).poll_read(cx, buf),
+            BufferedStream::BufferedRead(writer, read) => read.poll_read(writer, cx, buf),
         }
     }
 }
 
-// `BufReader` only forwards writes to the `BufWriter` under it, so write to the `BufWriter`
-// directly.
+// Writes go to the `BufWriter`.
 impl AsyncWrite for BufferedStream {
     fn poll_write(
         mut self: Pin<&mut Self>,
@@ -546,9 +634,31 @@ pub struct Stream {
     /// while the connection waits in the pool so that its next request's reads can use it (see
     /// `v1::client::HttpSession::new`).
     pub(crate) kept_read_timer: IdleDeadline,
+    /// signpost patch: the write buffer's size (`L4BufferSettings`), and whether the writer
+    /// holds it now: it is allocated by the first write and released, when empty, by a read
+    /// that waits (`Pending`), so that an idle connection holds no write buffer.
+    write_capacity: usize,
+    write_buffer_held: bool,
 }
 
 impl Stream {
+    /// signpost patch: gives the writer its buffer back before a buffered write.
+    fn hold_write_buffer(&mut self) {
+        if !self.write_buffer_held && self.write_capacity > 0 {
+            self.write_buffer_held = true;
+            let capacity = self.write_capacity;
+            self.stream = self.stream.take().map(|s| s.with_write_capacity(capacity));
+        }
+    }
+
+    /// signpost patch: releases the writer's buffer if it holds nothing.
+    fn release_write_buffer(&mut self) {
+        if self.write_buffer_held && self.stream().writer().buffer().is_empty() {
+            self.write_buffer_held = false;
+            self.stream = self.stream.take().map(|s| s.with_write_capacity(0));
+        }
+    }
+
     fn stream(&self) -> &BufferedStream {
         self.stream.as_ref().expect("stream should always be set")
     }
@@ -636,14 +746,13 @@ impl Stream {
         // Since the buffers can't be resized in place,
         // we take the raw stream out of them and put it in new buffers with the size we want
         let stream = mem::take(&mut self.stream);
+        // signpost patch: the write buffer is allocated by the first write.
         let stream = stream.map(|s| {
-            BufferedStream::with_capacity(
-                buffer.read_capacity(),
-                buffer.write_capacity(),
-                s.into_inner(),
-            )
+            BufferedStream::with_capacity(buffer.read_capacity(), 0, s.into_inner())
         });
         let _ = mem::replace(&mut self.stream, stream);
+        self.write_capacity = buffer.write_capacity();
+        self.write_buffer_held = false;
     }
 }
 
@@ -667,6 +776,8 @@ impl From<TcpStream> for Stream {
             write_pending_time: AccumulatedDuration::new(),
             rx_ts: None,
             kept_read_timer: IdleDeadline::default(),
+            write_capacity: 0,
+            write_buffer_held: false,
         }
     }
 }
@@ -691,6 +802,8 @@ impl From<virt::VirtualSocketStream> for Stream {
             write_pending_time: AccumulatedDuration::new(),
             rx_ts: None,
             kept_read_timer: IdleDeadline::default(),
+            write_capacity: 0,
+            write_buffer_held: false,
         }
     }
 }
@@ -716,6 +829,8 @@ impl From<UnixStream> for Stream {
             write_pending_time: AccumulatedDuration::new(),
             rx_ts: None,
             kept_read_timer: IdleDeadline::default(),
+            write_capacity: 0,
+            write_buffer_held: false,
         }
     }
 }
@@ -868,6 +983,10 @@ impl AsyncRead for Stream {
         } else {
             Pin::new(&mut self.stream_mut()).poll_read(cx, buf)
         };
+        // signpost patch: a connection waiting for its peer holds no empty write buffer.
+        if result.is_pending() {
+            self.release_write_buffer();
+        }
         self.read_pending_time.poll_time(&result);
         self.rx_ts = self.stream().get_ref().rx_ts;
         result
@@ -881,6 +1000,7 @@ impl AsyncWrite for Stream {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let result = if self.buffer_write {
+            self.hold_write_buffer();
             Pin::new(&mut self.stream_mut()).poll_write(cx, buf)
         } else {
             Pin::new(&mut self.stream_mut().get_mut()).poll_write(cx, buf)
@@ -907,6 +1027,7 @@ impl AsyncWrite for Stream {
         let total_size = bufs.iter().fold(0, |acc, s| acc + s.len());
 
         let result = if self.buffer_write {
+            self.hold_write_buffer();
             Pin::new(&mut self.stream_mut()).poll_write_vectored(cx, bufs)
         } else {
             Pin::new(&mut self.stream_mut().get_mut()).poll_write_vectored(cx, bufs)
@@ -1040,6 +1161,57 @@ mod tests {
         let n = stream.read(buffer.as_mut_slice()).await.unwrap();
         assert_eq!(n, message.len());
         assert!(stream.rx_ts.is_none());
+    }
+
+    /// signpost patch: the read buffer is held while it has bytes to give and released by a
+    /// read that finds it empty and nothing to read, the write buffer from the first write to
+    /// such a read, so an idle connection holds neither.
+    #[tokio::test]
+    async fn test_read_buffer_released_while_waiting() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let notify = Arc::new(Notify::new());
+        let notify2 = notify.clone();
+        tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            stream.write_all(b"first request").await.unwrap();
+            notify2.notified().await;
+            stream.write_all(b"second").await.unwrap();
+        });
+
+        let mut stream: Stream = TcpStream::connect(addr).await.unwrap().into();
+        stream.set_buffer(L4BufferSettings::default());
+        let read_buffer = |stream: &Stream| match stream.stream() {
+            BufferedStream::BufferedRead(_, read) => read.allocated(),
+            BufferedStream::UnbufferedRead(_) => panic!("a read buffer was set"),
+        };
+        assert_eq!(read_buffer(&stream), 0, "no buffer before the first read");
+
+        let mut buf = [0u8; 5];
+        stream.read_exact(&mut buf).await.unwrap();
+        assert_eq!(&buf, b"first");
+        assert!(
+            read_buffer(&stream) >= DEFAULT_L4_READ_BUFFER_SIZE,
+            "the rest of the read is buffered"
+        );
+        let mut rest = [0u8; 8];
+        stream.read_exact(&mut rest).await.unwrap();
+        assert_eq!(&rest, b" request");
+        assert!(!stream.write_buffer_held, "no write buffer before the first write");
+        stream.write_all(b"answer").await.unwrap();
+        assert!(stream.write_buffer_held, "the write is buffered");
+        stream.flush().await.unwrap();
+
+        // Nothing more to read: the wait holds no buffer.
+        let mut next = [0u8; 6];
+        let waiting = stream.read(&mut next).now_or_never();
+        assert!(waiting.is_none(), "nothing to read yet");
+        assert_eq!(read_buffer(&stream), 0, "no read buffer while waiting");
+        assert!(!stream.write_buffer_held, "no write buffer while waiting");
+
+        notify.notify_one();
+        stream.read_exact(&mut next).await.unwrap();
+        assert_eq!(&next, b"second");
     }
 
     #[tokio::test]

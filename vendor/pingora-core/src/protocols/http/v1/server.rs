@@ -30,7 +30,7 @@ use regex::bytes::Regex;
 use std::any::Any;
 use std::collections::VecDeque;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::body::{BodyReader, BodyWriter};
 use super::common::*;
@@ -72,6 +72,30 @@ impl ProxyTaskState {
     fn header_writer(&mut self) -> &mut HeaderWriter {
         self.header_writer.get_or_insert_with(HeaderWriter::new)
     }
+}
+
+/// signpost patch: reads request header bytes into `buf`. While `buf` has no allocation (a
+/// session waiting for its request's first bytes: on a kept-alive connection, for as long as the
+/// client keeps it idle), the read goes to a buffer on the stack, not held across the wait, and
+/// `buf` is allocated with [`INIT_HEADER_BUF_SIZE`], as before, only once bytes arrive: a
+/// connection waiting for its next request holds no header buffer. What arrived is copied once
+/// from the stack.
+async fn read_header_bytes(stream: &mut Stream, buf: &mut BytesMut) -> std::io::Result<usize> {
+    if buf.capacity() != 0 {
+        return stream.read_buf(buf).await;
+    }
+    std::future::poll_fn(|cx| {
+        let mut stack = [std::mem::MaybeUninit::<u8>::uninit(); INIT_HEADER_BUF_SIZE];
+        let mut read = tokio::io::ReadBuf::uninit(&mut stack);
+        std::task::ready!(std::pin::Pin::new(&mut *stream).poll_read(cx, &mut read))?;
+        let filled = read.filled();
+        if !filled.is_empty() {
+            buf.reserve(INIT_HEADER_BUF_SIZE);
+            buf.extend_from_slice(filled);
+        }
+        std::task::Poll::Ready(Ok(filled.len()))
+    })
+    .await
 }
 
 /// The HTTP 1.x server session
@@ -262,7 +286,8 @@ impl HttpSession {
         already_read: usize,
     ) -> Result<Option<usize>> {
         let read_result = {
-            let read_event = self.underlying_stream.read_buf(buf);
+            // signpost patch: no header buffer held while waiting for the first bytes.
+            let read_event = read_header_bytes(&mut self.underlying_stream, buf);
             match self.keepalive_timeout {
                 // signpost patch: the connection's one idle timer, not a new one per read.
                 KeepaliveStatus::Timeout(d) => match self.idle_deadline.run(d, read_event).await {
@@ -366,7 +391,9 @@ impl HttpSession {
             .pipelined_prefix
             .take()
             .filter(|prefix| !prefix.is_empty())
-            .unwrap_or_else(|| BytesMut::with_capacity(INIT_HEADER_BUF_SIZE));
+            // signpost patch: allocated by the first read, once bytes arrive
+            // (`read_header_bytes`).
+            .unwrap_or_default();
         let mut already_read = buf.len();
         let mut skip_next_read = already_read != 0;
         let mut detached_suffix = None;
