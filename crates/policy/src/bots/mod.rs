@@ -243,16 +243,14 @@ impl BotCatalog {
 /// The search for the bot tokens in a User-Agent: the leftmost token found, ASCII
 /// case-insensitively, the longest of those starting there.
 #[derive(Debug)]
-enum TokenSearch {
-    /// A skip table finds the places a token may start, and an anchored automaton checks each.
-    /// Most User-Agents (a browser's) hold no token: most of their bytes are skipped, where an
-    /// unanchored automaton steps through every byte.
-    Skipping {
-        skip: SkipTable,
-        anchored: AhoCorasick,
-    },
-    /// Tokens of one byte leave nothing to skip: one pass of the automaton.
-    Automaton(AhoCorasick),
+struct TokenSearch {
+    /// The places a token may start. Most User-Agents (a browser's) hold no token: most of
+    /// their bytes are skipped, where an unanchored automaton steps through every byte. `None`
+    /// when a token of one byte leaves nothing to skip.
+    skip: Option<SkipTable>,
+    /// Anchored, checking each place the skip table finds, when there is one; else unanchored,
+    /// one pass over the User-Agent.
+    automaton: AhoCorasick,
 }
 
 impl TokenSearch {
@@ -269,31 +267,37 @@ impl TokenSearch {
                 .ok()
         };
         let skipping = SkipTable::new(tokens).and_then(|skip| {
-            let anchored = builder(StartKind::Anchored)?;
-            Some(TokenSearch::Skipping { skip, anchored })
+            Some(TokenSearch {
+                automaton: builder(StartKind::Anchored)?,
+                skip: Some(skip),
+            })
         });
-        skipping.or_else(|| builder(StartKind::Unanchored).map(TokenSearch::Automaton))
+        skipping.or_else(|| {
+            Some(TokenSearch {
+                automaton: builder(StartKind::Unanchored)?,
+                skip: None,
+            })
+        })
     }
 
     /// The pattern index of the token found in `haystack`.
     fn find(&self, haystack: &[u8]) -> Option<usize> {
-        match self {
-            TokenSearch::Automaton(automaton) => {
-                automaton.find(haystack).map(|m| m.pattern().as_usize())
+        let Some(skip) = &self.skip else {
+            return self
+                .automaton
+                .find(haystack)
+                .map(|m| m.pattern().as_usize());
+        };
+        let mut from = 0;
+        while let Some(start) = skip.next_candidate(haystack, from) {
+            // No token starts before `start`: one starting there is the leftmost.
+            let input = Input::new(haystack).range(start..).anchored(Anchored::Yes);
+            if let Ok(Some(found)) = self.automaton.try_find(input) {
+                return Some(found.pattern().as_usize());
             }
-            TokenSearch::Skipping { skip, anchored } => {
-                let mut from = 0;
-                while let Some(start) = skip.next_candidate(haystack, from) {
-                    // No token starts before `start`: one starting there is the leftmost.
-                    let input = Input::new(haystack).range(start..).anchored(Anchored::Yes);
-                    if let Ok(Some(found)) = anchored.try_find(input) {
-                        return Some(found.pattern().as_usize());
-                    }
-                    from = start + 1;
-                }
-                None
-            }
+            from = start + 1;
         }
+        None
     }
 }
 
