@@ -60,6 +60,9 @@ const MAX_LIST_BYTES: usize = 8 * 1024 * 1024;
 /// The deadline of one directory fetch, and of one list fetch.
 const DIRECTORY_TIMEOUT: Duration = Duration::from_secs(10);
 const LIST_TIMEOUT: Duration = Duration::from_secs(30);
+/// `Signature-Input`, the header every signed request carries: looked up on every request, by a
+/// name built once rather than parsed and lower-cased from text each time.
+static SIGNATURE_INPUT: HeaderName = HeaderName::from_static("signature-input");
 
 /// The edge's means of telling who is asking, built when a policy identifies requests and kept
 /// across reloads whose `[bots]` did not change (its caches with it).
@@ -269,7 +272,7 @@ impl Evidence for RequestEvidence<'_> {
     fn signature(&self, client_ip: IpAddr) -> Signature {
         let headers = &self.req.headers;
         // An unsigned request pays this one lookup.
-        if !headers.contains_key("signature-input") {
+        if !headers.contains_key(&SIGNATURE_INPUT) {
             return Signature::default();
         }
         let id = self.identifier;

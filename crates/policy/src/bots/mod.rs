@@ -2,15 +2,16 @@
 //! is one of them.
 //!
 //! The catalog ships with the binary (`catalog.toml` beside this file); a policy adds, changes and
-//! removes entries with `[[bot]]`. It is compiled once per load into one ASCII case-insensitive
-//! automaton over the bots' User-Agent tokens, so that naming the bot a request claims to be is a
-//! single pass over its User-Agent, and a table from key directories to bots.
+//! removes entries with `[[bot]]`. It is compiled once per load into a search for the bots'
+//! User-Agent tokens, ASCII case-insensitive (a skip table that passes over most of a
+//! User-Agent's bytes, and an automaton that checks the places a token may start), and a table
+//! from key directories to bots.
 
 use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::Arc;
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, Anchored, Input, MatchKind, StartKind};
 use serde::Deserialize;
 use serde_spanned::Spanned;
 
@@ -174,7 +175,7 @@ impl Eq for Bot {}
 pub struct BotCatalog {
     bots: Vec<Arc<Bot>>,
     /// The bots' User-Agent tokens; pattern `i` names `user_agent_bot[i]`.
-    user_agents: Option<AhoCorasick>,
+    user_agents: Option<TokenSearch>,
     user_agent_bot: Vec<usize>,
     by_directory: HashMap<Arc<str>, usize>,
 }
@@ -193,10 +194,8 @@ impl BotCatalog {
     /// The bot a User-Agent claims to be: the longest bot token found in it, ASCII
     /// case-insensitively, wherever it is (`Mozilla/5.0 (compatible; Googlebot/2.1; ...)`).
     pub fn claimed_by(&self, user_agent: &[u8]) -> Option<&Arc<Bot>> {
-        let automaton = self.user_agents.as_ref()?;
-        let found = automaton.find(user_agent)?;
-        self.bots
-            .get(*self.user_agent_bot.get(found.pattern().as_usize())?)
+        let found = self.user_agents.as_ref()?.find(user_agent)?;
+        self.bots.get(*self.user_agent_bot.get(found)?)
     }
 
     /// The bot that signs from the key directory `agent` (normalised by [`normalize_agent`]).
@@ -231,21 +230,149 @@ impl BotCatalog {
                 by_directory.entry(Arc::clone(dir)).or_insert(i);
             }
         }
-        let user_agents = if tokens.is_empty() {
-            None
-        } else {
-            AhoCorasickBuilder::new()
-                .ascii_case_insensitive(true)
-                .match_kind(MatchKind::LeftmostLongest)
-                .build(&tokens)
-                .ok()
-        };
+        let user_agents = TokenSearch::new(&tokens);
         BotCatalog {
             bots,
             user_agents,
             user_agent_bot,
             by_directory,
         }
+    }
+}
+
+/// The search for the bot tokens in a User-Agent: the leftmost token found, ASCII
+/// case-insensitively, the longest of those starting there.
+#[derive(Debug)]
+struct TokenSearch {
+    /// The places a token may start. Most User-Agents (a browser's) hold no token: most of
+    /// their bytes are skipped, where an unanchored automaton steps through every byte. `None`
+    /// when a token of one byte leaves nothing to skip.
+    skip: Option<SkipTable>,
+    /// Anchored, checking each place the skip table finds, when there is one; else unanchored,
+    /// one pass over the User-Agent.
+    automaton: AhoCorasick,
+}
+
+impl TokenSearch {
+    fn new(tokens: &[String]) -> Option<TokenSearch> {
+        if tokens.is_empty() {
+            return None;
+        }
+        let builder = |start| {
+            AhoCorasickBuilder::new()
+                .ascii_case_insensitive(true)
+                .match_kind(MatchKind::LeftmostLongest)
+                .start_kind(start)
+                .build(tokens)
+                .ok()
+        };
+        let skipping = SkipTable::new(tokens).and_then(|skip| {
+            Some(TokenSearch {
+                automaton: builder(StartKind::Anchored)?,
+                skip: Some(skip),
+            })
+        });
+        skipping.or_else(|| {
+            Some(TokenSearch {
+                automaton: builder(StartKind::Unanchored)?,
+                skip: None,
+            })
+        })
+    }
+
+    /// The pattern index of the token found in `haystack`.
+    fn find(&self, haystack: &[u8]) -> Option<usize> {
+        let Some(skip) = &self.skip else {
+            return self
+                .automaton
+                .find(haystack)
+                .map(|m| m.pattern().as_usize());
+        };
+        let mut from = 0;
+        while let Some(start) = skip.next_candidate(haystack, from) {
+            // No token starts before `start`: one starting there is the leftmost.
+            let input = Input::new(haystack).range(start..).anchored(Anchored::Yes);
+            if let Ok(Some(found)) = self.automaton.try_find(input) {
+                return Some(found.pattern().as_usize());
+            }
+            from = start + 1;
+        }
+        None
+    }
+}
+
+/// A Wu–Manber skip table over two-byte blocks: the first `prefix` bytes of every token (the
+/// shortest token's length, at most [`SkipTable::MAX_PREFIX`]) are a window slid along the
+/// User-Agent; the window's last two bytes say how far it can move before a token's prefix could
+/// fill it. Bytes are compared ASCII case-insensitively, as the automaton compares them.
+#[derive(Debug)]
+struct SkipTable {
+    prefix: usize,
+    /// Each byte's class: 0 for a byte in no token's prefix, else one class per byte (both
+    /// ASCII cases of a letter share one).
+    class: [u8; 256],
+    classes: usize,
+    /// `shift[a * classes + b]`: how far the window may move when it ends with bytes of classes
+    /// `a`, `b`; 0 when a token's prefix may fill it.
+    shift: Vec<u8>,
+}
+
+impl SkipTable {
+    /// A longer prefix skips more, and needs a larger shift than a byte holds.
+    const MAX_PREFIX: usize = 32;
+
+    /// `None` when a token is shorter than two bytes (nothing to skip) or the tokens' prefixes
+    /// hold more byte values than a class holds.
+    fn new(tokens: &[String]) -> Option<SkipTable> {
+        let prefix = tokens.iter().map(String::len).min()?.min(Self::MAX_PREFIX);
+        if prefix < 2 {
+            return None;
+        }
+        let mut class = [0u8; 256];
+        let mut classes = 1usize;
+        for token in tokens {
+            for &byte in &token.as_bytes()[..prefix] {
+                let byte = byte.to_ascii_lowercase();
+                if class[usize::from(byte)] == 0 {
+                    let next = u8::try_from(classes).ok()?;
+                    class[usize::from(byte)] = next;
+                    class[usize::from(byte.to_ascii_uppercase())] = next;
+                    classes += 1;
+                }
+            }
+        }
+        // `prefix` is at most MAX_PREFIX: every shift fits a byte.
+        let mut shift = vec![(prefix - 1) as u8; classes * classes];
+        for token in tokens {
+            let bytes = token.as_bytes();
+            for at in 1..prefix {
+                let pair = usize::from(class[usize::from(bytes[at - 1])]) * classes
+                    + usize::from(class[usize::from(bytes[at])]);
+                shift[pair] = shift[pair].min((prefix - 1 - at) as u8);
+            }
+        }
+        Some(SkipTable {
+            prefix,
+            class,
+            classes,
+            shift,
+        })
+    }
+
+    /// The first place at or after `from` where a token may start; every place before it is
+    /// ruled out.
+    fn next_candidate(&self, haystack: &[u8], from: usize) -> Option<usize> {
+        // `end`: the last byte of the window starting at `end + 1 - prefix`.
+        let mut end = from + self.prefix - 1;
+        while let (Some(&a), Some(&b)) = (haystack.get(end - 1), haystack.get(end)) {
+            let pair = usize::from(self.class[usize::from(a)]) * self.classes
+                + usize::from(self.class[usize::from(b)]);
+            match self.shift.get(pair).copied().unwrap_or(0) {
+                0 => return Some(end + 1 - self.prefix),
+                shift => end += usize::from(shift),
+            }
+        }
+        None
     }
 }
 

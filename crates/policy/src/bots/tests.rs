@@ -91,6 +91,36 @@ proptest::proptest! {
     }
 }
 
+proptest::proptest! {
+    /// The skip table never hides a token: over tokens and User-Agents drawn from a few bytes
+    /// (so that tokens overlap, share prefixes and nearly match; letters in both cases, bytes
+    /// that are not ASCII, one-byte tokens that leave nothing to skip), the token found is the
+    /// one a single pass of the automaton finds, pattern for pattern.
+    #[test]
+    fn the_skip_table_finds_what_the_automaton_finds(
+        tokens in proptest::collection::vec("[aAbBc\\-é]{1,6}", 1..8),
+        haystack in proptest::collection::vec(
+            proptest::sample::select(vec![b'a', b'A', b'b', b'B', b'c', b'-', 0xc3, 0xa9, b' ']),
+            0..80,
+        ),
+    ) {
+        let search = TokenSearch::new(&tokens).unwrap();
+        let reference = AhoCorasickBuilder::new()
+            .ascii_case_insensitive(true)
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(&tokens)
+            .unwrap();
+        let expected = reference.find(&haystack[..]).map(|m| m.pattern().as_usize());
+        proptest::prop_assert_eq!(search.find(&haystack), expected);
+    }
+}
+
+#[test]
+fn the_shipped_catalog_is_searched_with_its_skip_table() {
+    let c = shipped_catalog();
+    assert!(c.user_agents.as_ref().is_some_and(|s| s.skip.is_some()));
+}
+
 fn policy_catalog(text: &str) -> Result<BotCatalog, String> {
     #[derive(serde::Deserialize)]
     struct F {

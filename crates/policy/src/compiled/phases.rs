@@ -149,7 +149,10 @@ impl CompiledPolicy {
                 reason => step.field("signature reason", reason),
             }
         });
-        d.identity = cx.identity.clone();
+        // Most requests are nobody in particular, which the decision already says: no copy.
+        if cx.identity != crate::identity::Identity::default() {
+            d.identity = cx.identity.clone();
+        }
     }
 
     /// Access rules: allow rules vouch for the client; blocks by IP, AS number and country.
