@@ -150,7 +150,7 @@ impl CompiledPolicy {
             }
         });
         // Most requests are nobody in particular, which the decision already says: no copy.
-        if cx.identity != crate::identity::Identity::default() {
+        if !cx.identity.is_nobody() {
             d.identity = cx.identity.clone();
         }
     }
