@@ -171,27 +171,8 @@ fn run_refuses_to_start_on_an_address_in_use() {
     ];
     for (case, text) in cases {
         let config = scratch.write("policy.toml", &text);
-        let started = std::time::Instant::now();
-        let mut child = Command::new(env!("CARGO_BIN_EXE_signpost"))
-            .args(["run", "--config", config.to_str().unwrap()])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let status = loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                break Some(status);
-            }
-            if started.elapsed() > std::time::Duration::from_secs(10) {
-                let _ = child.kill();
-                let _ = child.wait();
-                break None;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        };
-        let mut stderr = String::new();
-        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
-        assert_eq!(status.and_then(|s| s.code()), Some(2), "{case}: {stderr}");
+        let (status, stderr) = run_until_exit(&config);
+        assert_eq!(status, Some(2), "{case}: {stderr}");
         let in_use = if case == "admin on the listener" {
             free
         } else {
