@@ -433,3 +433,34 @@ fn check_refuses_tls_files_run_cannot_serve_at_their_key_and_run_says_the_same()
     let (code, stdout, stderr) = signpost(&["check", config.to_str().unwrap()]);
     assert_eq!(code, 0, "{stdout}{stderr}");
 }
+
+#[test]
+fn check_and_run_refuse_a_zone_certificate_whose_key_does_not_go_with_it_at_the_key() {
+    let scratch = Scratch::new("zone-tls-files");
+    let key = rcgen::KeyPair::generate().unwrap();
+    let other_key = rcgen::KeyPair::generate().unwrap();
+    let params = rcgen::CertificateParams::new(vec!["shop.test".to_string()]).unwrap();
+    let cert = params.self_signed(&key).unwrap();
+    let cert_path = scratch.write("shop.pem", &cert.pem());
+    let key_path = scratch.write("other-key.pem", &other_key.serialize_pem());
+    let listen = format!("127.0.0.1:{}", free_port());
+    let text = format!(
+        "admin = \"off\"\nlisten = [\"{listen}\"]\n\n[[zone]]\nname = \"shop\"\nhosts = [\"shop.test\"]\n\
+         origin = \"127.0.0.1:9\"\n[zone.tls]\ncert = \"{}\"\nkey = \"{}\"\n",
+        cert_path.display(),
+        key_path.display()
+    );
+    let config = scratch.write("policy.toml", &text);
+    // The zone's `key` is on line 10, its value from column 7.
+    let at = format!("{}:10:7: ", config.display());
+    let (code, stdout, stderr) = signpost(&["check", config.to_str().unwrap()]);
+    assert_eq!(code, 1, "{stdout}{stderr}");
+    let line = stderr
+        .lines()
+        .find(|l| l.starts_with(&at))
+        .unwrap_or_else(|| panic!("no problem at {at} in {stderr}"));
+    assert!(line.contains("cannot serve the certificate"), "{line}");
+    let (status, run_stderr) = run_until_exit(&config);
+    assert_eq!(status, Some(2), "{run_stderr}");
+    assert!(run_stderr.contains(line), "{line} in {run_stderr}");
+}

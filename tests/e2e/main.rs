@@ -48,6 +48,9 @@ mod routes;
 mod proxy;
 // TLS listeners: HTTP/1.1 and HTTP/2 by ALPN, 1013 on a Host/SNI mismatch.
 mod tls;
+// Certificates reloaded without dropping connections, kept when broken, chosen by SNI; the
+// zone's redirect to HTTPS and HSTS.
+mod certs;
 // Explaining decisions: `signpost trace` (text and JSON) and `signpost test`.
 mod trace;
 // Bots verified from outside the policy: reverse DNS against dnsmasq, a published list over HTTPS.

@@ -79,6 +79,8 @@ pub struct Metrics {
     pub identity: crate::identify::IdentityMetrics,
     /// The zones' converted-page caches.
     pub markdown_cache: crate::markdown::cache::CacheMetrics,
+    /// The served TLS certificates' expiry, and reloads that could not load one.
+    pub certs: crate::connection::certs::CertMetrics,
 }
 
 impl Metrics {
@@ -119,6 +121,7 @@ impl Metrics {
         let identity = crate::identify::IdentityMetrics::register(&mut registry);
         let markdown_cache = crate::markdown::cache::CacheMetrics::register(&mut registry);
         let crawl = crate::crawl::metrics::CrawlMetrics::register(&mut registry);
+        let certs = crate::connection::certs::CertMetrics::register(&mut registry);
         Metrics {
             registry,
             requests,
@@ -134,6 +137,7 @@ impl Metrics {
             markdown,
             identity,
             markdown_cache,
+            certs,
         }
     }
 

@@ -186,6 +186,24 @@ impl ProxyHttp for Edge {
                 }
                 Step::Decide => self.decide(session, ctx, &loaded).await,
                 Step::ZoneLimits => Self::zone_limits(session, ctx, &head),
+                Step::HttpsRedirect => {
+                    let host = request_host(session);
+                    let redirect = ctx.zone().and_then(|zone| {
+                        let req = session.req_header();
+                        crate::request::https::redirect(zone, ctx.facts.tls, req, &host)
+                    });
+                    if let Some(redirect) = redirect {
+                        if redirect.status == 308 {
+                            // The body a client repeats at the new address is not read here:
+                            // the connection ends with the redirect.
+                            session.set_keepalive(None);
+                        }
+                        let ray = ctx.ray_header();
+                        crate::request::https::write(session, ray, &redirect).await?;
+                        return Ok(true);
+                    }
+                    None
+                }
                 Step::PrereadBody => self.preread_body(session, ctx, &head).await?,
                 Step::TakeInFlight => self.take_in_flight(ctx, &loaded),
                 Step::RobotsTxt => {
@@ -813,6 +831,12 @@ impl Edge {
             ctx.error_rule = rule.map(|r| r.id.into());
             answer
         };
+        let mut answer = answer;
+        if let Some(hsts) = crate::request::https::hsts(ctx.zone(), ctx.facts.tls) {
+            answer
+                .head
+                .insert_header(http::header::STRICT_TRANSPORT_SECURITY, hsts)?;
+        }
         ctx.error_code = Some(answer.code);
         ctx.format = Some(answer.format);
         let head_only = session.req_header().method == http::Method::HEAD;

@@ -235,6 +235,8 @@ pub struct Reloader {
     policy: Arc<ArcSwap<Loaded>>,
     metrics: Arc<Metrics>,
     watch: bool,
+    /// The TLS listeners' certificates, loaded again on every reload.
+    certs: Arc<crate::connection::certs::Certificates>,
 }
 
 impl Reloader {
@@ -243,12 +245,14 @@ impl Reloader {
         policy: Arc<ArcSwap<Loaded>>,
         metrics: Arc<Metrics>,
         watch: bool,
+        certs: Arc<crate::connection::certs::Certificates>,
     ) -> Reloader {
         Reloader {
             path,
             policy,
             metrics,
             watch,
+            certs,
         }
     }
 
@@ -271,6 +275,9 @@ impl Reloader {
                 tracing::error!(config = %path.display(), trigger = why, "policy rejected, the previous policy keeps serving:\n{err}");
             }
         }
+        // The certificates the policy now serving names, read again: a renewed file is served
+        // whether or not the policy changed.
+        self.certs.reload(&self.policy.load().policy);
     }
 
     fn stamp(&self) -> Option<(SystemTime, u64)> {
@@ -305,6 +312,8 @@ impl BackgroundService for Reloader {
                     if now != last {
                         last = now;
                         self.reload("file changed");
+                    } else if self.certs.files_changed() {
+                        self.certs.reload(&self.policy.load().policy);
                     }
                 }
             }

@@ -10,8 +10,9 @@ use pingora::server::Server;
 use pingora::server::configuration::ServerConf;
 use pingora::services::background::background_service;
 use pingora::services::listening::Service;
-use signpost_policy::{Listener, TlsFiles};
+use signpost_policy::Listener;
 
+use crate::connection::certs::Certificates;
 use crate::connection::conncap::Capped;
 use crate::metrics::Metrics;
 use crate::operator::admin::Admin;
@@ -78,6 +79,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     let every_addr = listeners.iter().map(|l| l.addr.as_str());
     check_can_listen(every_addr.chain(admin_addr.as_deref()))?;
 
+    // Every certificate the listeners and zones name, loaded as `signpost check` checks them:
+    // a problem is the policy's, at its key.
+    let certs = Certificates::load(&loaded.policy, metrics.certs.clone())
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+
     metrics.observe_policy_loaded();
     let policy = Arc::new(ArcSwap::from_pointee(loaded));
 
@@ -107,12 +113,8 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
     for Listener { addr, tls } in &listeners {
         match tls {
             None => proxy.add_tcp(addr),
-            Some(files @ TlsFiles { cert, key, .. }) => {
-                // As `signpost check` checks them: a problem is the policy's, at its key.
-                crate::connection::tls::check_files(files).map_err(|e| anyhow::anyhow!("{e}"))?;
-                let cert = cert.to_str().context("certificate path is not UTF-8")?;
-                let key = key.to_str().context("key path is not UTF-8")?;
-                let settings = crate::connection::tls::listener_settings(cert, key)
+            Some(_) => {
+                let settings = crate::connection::tls::listener_settings(certs.resolver(addr))
                     .map_err(|e| anyhow::anyhow!("TLS listener {addr}: {e}"))?;
                 proxy.add_tls_with_settings(addr, None, settings);
             }
@@ -128,7 +130,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<()> {
         server.add_service(service);
     }
 
-    let reloader = Reloader::new(args.config.clone(), policy, metrics, args.watch);
+    let reloader = Reloader::new(args.config.clone(), policy, metrics, args.watch, certs);
     server.add_service(background_service("signpost reloader", reloader));
 
     tracing::info!(

@@ -15,6 +15,8 @@ pub enum Step {
     Decide,
     /// TRACE/TRACK, a declared body over `max_body_size`: 405, 413.
     ZoneLimits,
+    /// A plain-HTTP request on a zone with `redirect_https`: 301 (GET, HEAD) or 308.
+    HttpsRedirect,
     /// The start of a chunked body, parsed before the origin sees it: 400, 408.
     PrereadBody,
     /// The client's share of origin work (`max_in_flight_per_client`): 429 (1015).
@@ -32,6 +34,7 @@ pub const STEPS: &[Step] = &[
     Step::ErrorPage,
     Step::Decide,
     Step::ZoneLimits,
+    Step::HttpsRedirect,
     Step::PrereadBody,
     Step::TakeInFlight,
     Step::RobotsTxt,
@@ -46,6 +49,7 @@ impl Step {
             Step::ErrorPage => "error_page",
             Step::Decide => "decide",
             Step::ZoneLimits => "zone_limits",
+            Step::HttpsRedirect => "https_redirect",
             Step::PrereadBody => "preread_body",
             Step::TakeInFlight => "take_in_flight",
             Step::RobotsTxt => "robots_txt",
@@ -63,6 +67,9 @@ impl Step {
             Step::Decide => "the policy's phases",
             Step::ZoneLimits => {
                 "TRACE and TRACK unless the zone allows them (405), a declared body over max_body_size (413)"
+            }
+            Step::HttpsRedirect => {
+                "plain HTTP on a zone with redirect_https, but ACME's challenge path (301, 308)"
             }
             Step::PrereadBody => "a chunked body that cannot be parsed (400, 408)",
             Step::TakeInFlight => {

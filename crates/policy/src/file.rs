@@ -134,6 +134,7 @@ pub(crate) struct ZoneFile {
     pub error_rule: Vec<Spanned<ErrorRuleFile>>,
     pub crawl: Option<crate::crawl::CrawlFile>,
     pub robots: Option<crate::robots::RobotsFile>,
+    pub tls: Option<crate::tls::ZoneTlsFile>,
 }
 
 /// Fields every rule shares.

@@ -75,6 +75,7 @@ mod policy;
 mod ratelimit;
 mod robots;
 mod rules;
+mod tls;
 mod trace;
 mod units;
 mod verdict;
@@ -117,6 +118,7 @@ pub use policy::{
 pub use ratelimit::DEFAULT_MAX_KEYS;
 pub use robots::{KnownCrawler, RobotsConfig, RobotsMode, content_signal, managed_block};
 pub use signpost_problem::Code;
+pub use tls::{Hsts, HttpsRedirect, ZoneTls};
 pub use trace::{PHASES, StepKind, Trace, TraceStep};
 pub use verdict::Verdict;
 

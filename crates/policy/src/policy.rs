@@ -1,7 +1,7 @@
 //! `Policy`: the policy once every value has been checked, and the checks that build it.
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use serde_spanned::Spanned;
@@ -9,6 +9,8 @@ use serde_spanned::Spanned;
 use crate::error::{Diagnostics, ProblemKind, did_you_mean};
 use crate::file::PolicyFile;
 use crate::host::HostPattern;
+pub use crate::tls::TlsFiles;
+use crate::tls::tls_files;
 use crate::units::{duration, size, size_text};
 
 /// The admin listener address when the policy names none.
@@ -108,47 +110,6 @@ pub struct Listener {
     pub tls: Option<TlsFiles>,
 }
 
-/// PEM files for a TLS listener, resolved against the policy file's directory.
-#[derive(Debug, Clone)]
-pub struct TlsFiles {
-    /// Certificate chain (PEM).
-    pub cert: PathBuf,
-    /// Private key (PEM).
-    pub key: PathBuf,
-    /// Where `cert` and `key` are written: the place of a problem with their contents that
-    /// only the edge's TLS library sees (a certificate it cannot parse, a key that does not go
-    /// with it), so that `check` and `run` report it at the key as they do every other.
-    cert_key: crate::error::Problem,
-    key_key: crate::error::Problem,
-}
-
-/// The same files wherever the policy writes them.
-impl PartialEq for TlsFiles {
-    fn eq(&self, other: &TlsFiles) -> bool {
-        (&self.cert, &self.key) == (&other.cert, &other.key)
-    }
-}
-
-impl Eq for TlsFiles {}
-
-impl TlsFiles {
-    /// A problem with the certificate file, at its key in the policy.
-    pub fn cannot_use_cert(&self, message: String) -> crate::PolicyError {
-        crate::PolicyError::single(crate::error::Problem {
-            message,
-            ..self.cert_key.clone()
-        })
-    }
-
-    /// A problem with the private key file, at its key in the policy.
-    pub fn cannot_use_key(&self, message: String) -> crate::PolicyError {
-        crate::PolicyError::single(crate::error::Problem {
-            message,
-            ..self.key_key.clone()
-        })
-    }
-}
-
 /// How error responses are branded.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BrandingConfig {
@@ -232,6 +193,8 @@ pub struct Zone {
     pub crawl: Option<crate::crawl::CrawlConfig>,
     /// `[zone.robots]`: the managed robots.txt.
     pub robots: crate::robots::RobotsConfig,
+    /// `[zone.tls]`: the zone's own certificate, the redirect to HTTPS and HSTS.
+    pub tls: crate::tls::ZoneTls,
     pub(crate) patterns: Vec<(HostPattern, std::ops::Range<usize>)>,
 }
 
@@ -340,7 +303,7 @@ pub(crate) fn validate(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Pa
     }
 
     let connections = validate_connections(file, d);
-    let zones = validate_zones(file, d);
+    let zones = validate_zones(file, d, base_dir);
 
     Policy {
         listeners,
@@ -386,15 +349,7 @@ fn validate_listeners(
         if let Some(addr) = check_addr(d, &l.addr) {
             let tls = l.tls.as_ref().map(|t| {
                 let t = t.get_ref();
-                let files = TlsFiles {
-                    cert: base_dir.join(t.cert.get_ref()),
-                    key: base_dir.join(t.key.get_ref()),
-                    cert_key: d.problem_at(ProblemKind::Read, span(&t.cert), ""),
-                    key_key: d.problem_at(ProblemKind::Read, span(&t.key), ""),
-                };
-                check_pem(d, &t.cert, &files.cert, PemKind::Certificate);
-                check_pem(d, &t.key, &files.key, PemKind::PrivateKey);
-                files
+                tls_files(d, &t.cert, &t.key, base_dir)
             });
             out.push(Listener { addr, tls });
         }
@@ -425,59 +380,7 @@ fn validate_listeners(
     out
 }
 
-/// What a TLS listener's PEM file must hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum PemKind {
-    Certificate,
-    PrivateKey,
-}
-
-/// Checks that a listener's certificate or key file can be read and holds the right PEM block,
-/// so that `check` fails where `run` would. `value` is the path as written, `path` resolved.
-fn check_pem(d: &mut Diagnostics<'_>, value: &Spanned<String>, path: &Path, kind: PemKind) {
-    let what = match kind {
-        PemKind::Certificate => "TLS certificate",
-        PemKind::PrivateKey => "TLS private key",
-    };
-    let hint = || {
-        Path::new(value.get_ref())
-            .is_relative()
-            .then(|| "relative paths are resolved against the policy file's directory".to_owned())
-    };
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            d.at_with_hint(
-                ProblemKind::Read,
-                span(value),
-                format!("cannot read {what} `{}`: {e}", value.get_ref()),
-                hint(),
-            );
-            return;
-        }
-    };
-    let text = String::from_utf8_lossy(&bytes);
-    let found = match kind {
-        PemKind::Certificate => text.contains("-----BEGIN CERTIFICATE-----"),
-        PemKind::PrivateKey => text.lines().any(|line| {
-            let line = line.trim();
-            line.starts_with("-----BEGIN ") && line.ends_with("PRIVATE KEY-----")
-        }),
-    };
-    if !found {
-        let block = match kind {
-            PemKind::Certificate => "`-----BEGIN CERTIFICATE-----`",
-            PemKind::PrivateKey => "`-----BEGIN ... PRIVATE KEY-----`",
-        };
-        d.at(
-            ProblemKind::Invalid,
-            span(value),
-            format!("{what} `{}` holds no PEM {block} block", value.get_ref()),
-        );
-    }
-}
-
-fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
+fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Path) -> Vec<Zone> {
     let mut zones = Vec::new();
     let mut names = std::collections::HashSet::new();
     for z in &file.zone {
@@ -539,6 +442,7 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
         let markdown = crate::markdown::compile(d, z.markdown.as_ref());
         let crawl = crate::crawl::compile(d, z.crawl.as_ref());
         let robots = crate::robots::compile(d, z.robots.as_ref());
+        let tls = crate::tls::compile(d, z.tls.as_ref(), base_dir);
         if let Some(origin) = origin {
             zones.push(Zone {
                 name: name.into(),
@@ -557,6 +461,7 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
                     .unwrap_or(false),
                 crawl,
                 robots,
+                tls,
                 patterns,
             });
         }

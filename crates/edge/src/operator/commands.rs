@@ -14,12 +14,14 @@ use crate::request::ray::RayId;
 
 /// `signpost check <file>`: every problem with file, line and column, or "ok". What `run`
 /// refuses, `check` refuses: the policy's own checks (the files it names among them), then the
-/// TLS listeners' files as the edge's TLS library takes them (`tls::check_files`, which `run`
+/// TLS listeners' and zones' certificate files as the edge's TLS library takes them (`certs::check_files`, which `run`
 /// calls too).
 pub fn check(file: &Path) -> ExitCode {
     let checked = CompiledPolicy::load(file, None).and_then(|policy| {
-        for tls in policy.listeners().iter().filter_map(|l| l.tls.as_ref()) {
-            crate::connection::tls::check_files(tls)?;
+        let listeners = policy.listeners().iter().filter_map(|l| l.tls.as_ref());
+        let zones = policy.zones().iter().filter_map(|z| z.tls.files.as_ref());
+        for tls in listeners.chain(zones) {
+            crate::connection::certs::check_files(tls)?;
         }
         Ok(policy)
     });

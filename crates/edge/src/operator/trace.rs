@@ -309,7 +309,11 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
                     refusal = code.map(|c| (c.get(), None));
                 }
             }
-            Step::PrereadBody | Step::TakeInFlight | Step::RobotsTxt | Step::ServeMarkdown => {}
+            Step::HttpsRedirect
+            | Step::PrereadBody
+            | Step::TakeInFlight
+            | Step::RobotsTxt
+            | Step::ServeMarkdown => {}
         }
         if refusal.is_some() && step != Step::Decide {
             traced.stopped_at = Some(step.name().to_owned());

@@ -101,6 +101,10 @@ pub async fn filter_response(
     let Some(zone) = ctx.zone() else {
         return Ok(None);
     };
+    if let Some(hsts) = crate::request::https::hsts(Some(zone), ctx.facts.tls) {
+        // The zone's setting, not the origin's, is what its HTTPS answers carry.
+        response.insert_header(http::header::STRICT_TRANSPORT_SECURITY, hsts)?;
+    }
     let (converts, controls_crawl) = (zone.markdown.enabled, zone.crawl.is_some());
     let status = response.status.as_u16();
     if converts {
