@@ -388,6 +388,28 @@ impl ProxyHttp for Edge {
         if e.is_some_and(crate::origin::rescue::is_stalled_body) {
             self.metrics.connections.event("body_timeout");
         }
+        if !ctx.answers.is_empty()
+            && let Some(loaded) = ctx.policy.clone()
+        {
+            // After the answer went out, as Cloudflare counts them: the client has its answer,
+            // and a fleet rule's Redis call is bounded by the policy's timeout.
+            let host = request_host(session);
+            let facts = crate::request::facts::request_facts(session, &ctx.facts, &host);
+            let response = signpost_policy::ResponseFacts {
+                code: status,
+                edge_code: ctx.error_code.map_or(0, Code::get),
+            };
+            let answers = std::mem::take(&mut ctx.answers);
+            Box::pin(loaded.count_answers(
+                &answers,
+                &facts,
+                ctx.client(),
+                ctx.identity.as_deref(),
+                response,
+                &self.metrics,
+            ))
+            .await;
+        }
         let duration = now.saturating_duration_since(ctx.started);
         let zone = ctx
             .policy
@@ -431,6 +453,7 @@ impl ProxyHttp for Edge {
             crawl_outcome = ctx.crawl.as_ref().map_or("-", |c| c.outcome.as_str()),
             charged_cents = ctx.charged.map_or(0, |p| p.cents()),
             robots = %LogSafe(ctx.robots.violation.as_ref().map_or("-", |v| &v.directive)),
+            divert = ctx.divert().map_or("-", |d| &*d.name),
         );
     }
 }
@@ -475,6 +498,12 @@ impl Edge {
         ctx.client_ip = Some(decision.client_ip);
         ctx.zone = decision.zone;
         ctx.rule_id = decision.rule_id.clone();
+        // Emptied by the policy when it refuses: only answers to requests let through count.
+        ctx.answers = std::mem::take(&mut decision.answers);
+        ctx.divert = decision.divert;
+        if let (Some(divert), Some(zone), Some(rule)) = (ctx.divert(), ctx.zone(), &ctx.rule_id) {
+            self.metrics.divert.request(&zone.name, rule, &divert.name);
+        }
         if !decision.identity.is_nobody() {
             self.metrics.identity.observe(&decision.identity);
             ctx.identity = Some(Box::new(std::mem::take(&mut decision.identity)));
@@ -771,8 +800,12 @@ impl Edge {
         let zone = ctx
             .zone()
             .ok_or_else(|| Error::explain(InternalError, "proxying without a zone"))?;
-        let (peer, addr) =
-            crate::origin::peer(&self.resolver, zone, self.origin_override.as_ref()).await?;
+        // A diverted request goes to the divert's origin, whatever `--origin` says of the zone's.
+        let origin = match ctx.divert() {
+            Some(divert) => Some(&divert.origin),
+            None => self.origin_override.as_ref(),
+        };
+        let (peer, addr) = crate::origin::peer(&self.resolver, zone, origin).await?;
         ctx.origin.addr = Some(addr);
         ctx.origin.started = Some(Instant::now());
         Ok(peer)

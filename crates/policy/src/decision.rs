@@ -4,6 +4,7 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::fleet::FleetCheck;
+use crate::rules::AnswerCount;
 use crate::policy::ZoneId;
 use crate::verdict::Verdict;
 
@@ -45,6 +46,15 @@ pub struct Decision {
     /// each (while the verdict is `Proxy`), and the first refusal decides; it counts them through
     /// [`Decision::count_in_fleet`]. Empty (and allocation-free) when none applies.
     pub fleet: Vec<FleetCheck>,
+    /// Rate limits that count this request's answer (`counting_expression`): the edge hands
+    /// them back with the answer to [`CompiledPolicy::count_answers`] once it is known. Empty
+    /// (and allocation-free) when none applies, and emptied when the request is refused.
+    ///
+    /// [`CompiledPolicy::count_answers`]: crate::CompiledPolicy::count_answers
+    pub answers: Vec<AnswerCount>,
+    /// Set when a custom rule diverted the request: the index, in its zone's
+    /// [`diverts`](crate::Zone::diverts), of the origin it goes to instead of the zone's.
+    pub divert: Option<usize>,
     /// Who the request is, when the policy identifies requests (`[bots]`, `[[bot]]`, or a rule
     /// reading a bot field); nobody in particular otherwise.
     pub identity: crate::identity::Identity,
@@ -112,6 +122,8 @@ impl FleetCount<'_> {
         if verdict != Verdict::Proxy {
             self.decision.verdict = verdict;
             self.decision.rule_id = Some(check.rule_id().clone());
+            // A refused request's answer is the refusal: no rule counts it.
+            self.decision.answers.clear();
         }
     }
 }

@@ -134,6 +134,18 @@ pub(crate) struct ZoneFile {
     pub error_rule: Vec<Spanned<ErrorRuleFile>>,
     pub crawl: Option<crate::crawl::CrawlFile>,
     pub robots: Option<crate::robots::RobotsFile>,
+    #[serde(default)]
+    pub divert: Vec<Spanned<DivertFile>>,
+}
+
+/// `[[zone.divert]]`: another origin a custom rule with `action = "divert"` may send requests to.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DivertFile {
+    pub name: Spanned<String>,
+    pub origin: Spanned<String>,
+    pub origin_sni: Option<Spanned<String>>,
+    pub origin_verify_cert: Option<bool>,
 }
 
 /// Fields every rule shares.
@@ -203,6 +215,8 @@ pub(crate) struct CustomRuleFile {
     pub description: Option<String>,
     pub action: Spanned<String>,
     pub expression: Spanned<String>,
+    /// The zone's `[[zone.divert]]` a `divert` action sends the request to.
+    pub divert: Option<Spanned<String>>,
     pub response: Option<Spanned<AnswerFile>>,
 }
 
@@ -216,6 +230,7 @@ pub(crate) struct RateLimitFile {
     )]
     pub description: Option<String>,
     pub expression: Option<Spanned<String>>,
+    pub counting_expression: Option<Spanned<String>>,
     pub characteristics: Option<Spanned<Vec<Spanned<String>>>>,
     pub period: Spanned<String>,
     pub requests_per_period: Spanned<i64>,

@@ -112,9 +112,10 @@ pub use policy::{
     BrandingConfig, Connections, DEFAULT_ADMIN, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN,
     DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_PER_CLIENT, DEFAULT_READ_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
-    Listener, Origin, TlsFiles, Zone, ZoneId,
+    Divert, Listener, MAX_DIVERTS, Origin, TlsFiles, Zone, ZoneId,
 };
 pub use ratelimit::DEFAULT_MAX_KEYS;
+pub use rules::AnswerCount;
 pub use robots::{KnownCrawler, RobotsConfig, RobotsMode, content_signal, managed_block};
 pub use signpost_problem::Code;
 pub use trace::{PHASES, StepKind, Trace, TraceStep};
