@@ -300,6 +300,10 @@ impl ProxyHttp for Edge {
         ctx: &mut Self::CTX,
     ) -> Result<()> {
         use crate::origin::errors::{ANSWERED_IN_PLACE, InPlace};
+        if !ctx.answers.is_empty() {
+            // Before the head goes out: the client's next request sees the count.
+            Box::pin(self.count_answer(session, ctx, response.status.as_u16())).await;
+        }
         let Some(answer) = crate::origin::route::filter_response(session, response, ctx).await?
         else {
             return Ok(());
@@ -388,27 +392,10 @@ impl ProxyHttp for Edge {
         if e.is_some_and(crate::origin::rescue::is_stalled_body) {
             self.metrics.connections.event("body_timeout");
         }
-        if !ctx.answers.is_empty()
-            && let Some(loaded) = ctx.policy.clone()
-        {
-            // After the answer went out, as Cloudflare counts them: the client has its answer,
-            // and a fleet rule's Redis call is bounded by the policy's timeout.
-            let host = request_host(session);
-            let facts = crate::request::facts::request_facts(session, &ctx.facts, &host);
-            let response = signpost_policy::ResponseFacts {
-                code: status,
-                edge_code: ctx.error_code.map_or(0, Code::get),
-            };
-            let answers = std::mem::take(&mut ctx.answers);
-            Box::pin(loaded.count_answers(
-                &answers,
-                &facts,
-                ctx.client(),
-                ctx.identity.as_deref(),
-                response,
-                &self.metrics,
-            ))
-            .await;
+        // Answers the edge made itself after the decision (no origin head went through
+        // `response_filter`), or none at all (0: the client left).
+        if !ctx.answers.is_empty() {
+            Box::pin(self.count_answer(session, ctx, status)).await;
         }
         let duration = now.saturating_duration_since(ctx.started);
         let zone = ctx
@@ -792,6 +779,33 @@ impl Edge {
             in_flight: Arc::new(InFlight::new(in_flight_gauge)),
             in_flight_log: Default::default(),
         }
+    }
+
+    /// Counts the answer with status `status` for the rate limits that count this request's
+    /// answers (`counting_expression`), once: the origin's answer in `response_filter`, before its
+    /// head goes to the client, so that the client's next request sees the count; an answer the
+    /// edge made itself in `logging`. A fleet rule's Redis call is bounded by the policy's timeout.
+    async fn count_answer(&self, session: &Session, ctx: &mut RequestCtx, status: u16) {
+        let answers = std::mem::take(&mut ctx.answers);
+        let Some(loaded) = ctx.policy.clone() else {
+            return;
+        };
+        let host = request_host(session);
+        let facts = crate::request::facts::request_facts(session, &ctx.facts, &host);
+        let response = signpost_policy::ResponseFacts {
+            code: status,
+            edge_code: ctx.error_code.map_or(0, Code::get),
+        };
+        loaded
+            .count_answers(
+                &answers,
+                &facts,
+                ctx.client(),
+                ctx.identity.as_deref(),
+                response,
+                &self.metrics,
+            )
+            .await;
     }
 
     /// The zone's origin peer, recorded in the context for the access log and the metrics.

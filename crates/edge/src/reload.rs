@@ -163,9 +163,14 @@ impl Loaded {
         response: signpost_policy::ResponseFacts,
         metrics: &Metrics,
     ) {
-        let checks =
-            self.policy
-                .count_answers(answers, facts, client_ip, identity, response, Instant::now());
+        let checks = self.policy.count_answers(
+            answers,
+            facts,
+            client_ip,
+            identity,
+            response,
+            Instant::now(),
+        );
         for check in &checks {
             match &self.fleet {
                 Some(fleet) => {

@@ -4,8 +4,8 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::fleet::FleetCheck;
-use crate::rules::AnswerCount;
 use crate::policy::ZoneId;
+use crate::rules::AnswerCount;
 use crate::verdict::Verdict;
 
 /// The facts about one request that the policy decides on. All borrowed: building one costs

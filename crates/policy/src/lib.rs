@@ -115,8 +115,8 @@ pub use policy::{
     Divert, Listener, MAX_DIVERTS, Origin, TlsFiles, Zone, ZoneId,
 };
 pub use ratelimit::DEFAULT_MAX_KEYS;
-pub use rules::AnswerCount;
 pub use robots::{KnownCrawler, RobotsConfig, RobotsMode, content_signal, managed_block};
+pub use rules::AnswerCount;
 pub use signpost_problem::Code;
 pub use trace::{PHASES, StepKind, Trace, TraceStep};
 pub use verdict::Verdict;

@@ -598,12 +598,20 @@ fn validate_diverts(
     for entry in entries.iter().take(MAX_DIVERTS) {
         let v = entry.get_ref();
         let name = v.name.get_ref().trim();
-        if name.is_empty() || name.len() > 64 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        {
             d.at_with_hint(
                 ProblemKind::Invalid,
                 span(&v.name),
                 format!("`{name}` is not a divert name"),
-                Some("a divert name is 1 to 64 letters, digits, `-`, `_` or `.`, e.g. \"maze\"".into()),
+                Some(
+                    "a divert name is 1 to 64 letters, digits, `-`, `_` or `.`, e.g. \"maze\""
+                        .into(),
+                ),
             );
             continue;
         }

@@ -357,7 +357,11 @@ impl Limiter {
             return Outcome::Allowed;
         };
         let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
-        match shard.index.get(&key).and_then(|&i| shard.slots.get(i as usize)) {
+        match shard
+            .index
+            .get(&key)
+            .and_then(|&i| shard.slots.get(i as usize))
+        {
             Some(s) => self.refusal(&s.entry, now),
             None => shard
                 .sketch
@@ -375,7 +379,11 @@ impl Limiter {
             return 0;
         };
         let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
-        match shard.index.get(&key).and_then(|&i| shard.slots.get(i as usize)) {
+        match shard
+            .index
+            .get(&key)
+            .and_then(|&i| shard.slots.get(i as usize))
+        {
             Some(s) if now < s.entry.window_start.saturating_add(self.period) => s.entry.count,
             _ => 0,
         }

@@ -1248,14 +1248,23 @@ fn a_limit_counting_answers_trips_only_on_matching_answers() {
             Some("not-found")
         )
     );
-    assert!(d.answers.is_empty(), "a refused request's answer is not counted");
+    assert!(
+        d.answers.is_empty(),
+        "a refused request's answer is not counted"
+    );
     // Requests the match expression leaves out are neither checked nor counted.
     let other = req("192.0.2.9", "/page").decide(&p, t0);
     assert_eq!(other.verdict, Verdict::Proxy);
     assert!(other.answers.is_empty());
     // Another client is not affected; after the window the client is served again.
-    assert_eq!(req("192.0.2.10", "/api/x").decide(&p, t0).verdict, Verdict::Proxy);
-    assert_eq!(api.decide(&p, t0 + Duration::from_secs(10)).verdict, Verdict::Proxy);
+    assert_eq!(
+        req("192.0.2.10", "/api/x").decide(&p, t0).verdict,
+        Verdict::Proxy
+    );
+    assert_eq!(
+        api.decide(&p, t0 + Duration::from_secs(10)).verdict,
+        Verdict::Proxy
+    );
 }
 
 #[test]
@@ -1278,7 +1287,10 @@ fn a_mitigation_timeout_holds_after_the_counted_answers_stop() {
             "{later} s after"
         );
     }
-    assert_eq!(api.decide(&p, t0 + Duration::from_secs(60)).verdict, Verdict::Proxy);
+    assert_eq!(
+        api.decide(&p, t0 + Duration::from_secs(60)).verdict,
+        Verdict::Proxy
+    );
 }
 
 #[test]
@@ -1308,5 +1320,9 @@ requests_per_period = 3
     let counted = p.count_answers(&d.answers, &r.facts(), d.client_ip, None, ok(404), t0);
     assert_eq!(counted.len(), 1);
     assert!(counted[0].counts());
-    assert_eq!(counted[0].key(), d.fleet[0].key(), "one key for the check and the count");
+    assert_eq!(
+        counted[0].key(),
+        d.fleet[0].key(),
+        "one key for the check and the count"
+    );
 }

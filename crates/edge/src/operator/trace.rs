@@ -281,7 +281,13 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
                 };
                 traced.zone = d.zone.map(|z| {
                     let zone = policy.zone(z);
-                    (zone.name.to_string(), zone.origin.to_string())
+                    // A diverted request goes to the divert's origin, which `signpost test`
+                    // asserts as `origin`.
+                    let origin = d
+                        .divert
+                        .and_then(|i| zone.diverts.get(i))
+                        .map_or(&zone.origin, |v| &v.origin);
+                    (zone.name.to_string(), origin.to_string())
                 });
                 traced.rule_id = d.rule_id.as_deref().map(str::to_owned);
                 traced.stopped_at = trace.stopped_at.map(str::to_owned);

@@ -78,7 +78,9 @@ pub(super) fn validate_custom(
             other => {
                 let hint = did_you_mean(other, ["block", "allow", "log", "divert"])
                     .map(|s| format!("did you mean \"{s}\"?"))
-                    .unwrap_or_else(|| "custom rules take \"block\", \"allow\", \"log\" or \"divert\"".into());
+                    .unwrap_or_else(|| {
+                        "custom rules take \"block\", \"allow\", \"log\" or \"divert\"".into()
+                    });
                 d.at_with_hint(
                     ProblemKind::Invalid,
                     sp(&r.action),
