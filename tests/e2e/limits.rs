@@ -234,3 +234,139 @@ expression = 'starts_with(http.request.uri.path, "/trap/")'
         .unwrap_or_else(|| panic!("no access line: {log}"));
     assert!(other.contains("divert=\"-\""), "{other}");
 }
+
+const TESTED: &str = r#"
+[[zone]]
+name = "www"
+hosts = ["example.com"]
+origin = "127.0.0.1:8000"
+
+[[zone.divert]]
+name = "maze"
+origin = "127.0.0.1:42069"
+
+[[custom_rule]]
+id = "scrapers-to-the-maze"
+action = "divert"
+divert = "maze"
+expression = 'http.user_agent contains "python-requests"'
+
+[[rate_limit]]
+id = "misses"
+counting_expression = 'http.response.code eq 404'
+period = "1m"
+requests_per_period = 3
+"#;
+
+/// The real binary with `args`: exit status, stdout, stderr.
+fn signpost(args: &[&std::ffi::OsStr]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signpost"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn trace_and_signpost_test_show_counted_answers_and_diverts() {
+    use std::ffi::OsStr;
+    let scratch = Scratch::new("limits-test");
+    let policy = scratch.write("policy.toml", TESTED);
+    let cases = scratch.write(
+        "cases.toml",
+        r#"
+[[case]]
+name = "after three misses the client is refused"
+url = "http://example.com/wp-login.php"
+sent_before = 3
+answered = 404
+expect = { status = 429, code = 1015, rule = "misses" }
+
+[[case]]
+name = "answers that are not misses count nothing"
+url = "http://example.com/"
+sent_before = 10
+expect = { proxied = true, rule = "", origin = "http://127.0.0.1:8000" }
+
+[[case]]
+name = "scrapers go to the maze"
+url = "http://example.com/"
+headers = ["User-Agent: python-requests/2.32"]
+expect = { proxied = true, rule = "scrapers-to-the-maze", zone = "www", origin = "http://127.0.0.1:42069" }
+"#,
+    );
+    let (code, stdout, stderr) =
+        signpost(&[OsStr::new("test"), policy.as_os_str(), cases.as_os_str()]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.trim_end().ends_with("3 passed, 0 failed"),
+        "{stdout}"
+    );
+
+    // The trace of a diverted request: the rule's step names the divert and its origin.
+    let (code, stdout, stderr) = signpost(&[
+        OsStr::new("trace"),
+        OsStr::new("--json"),
+        OsStr::new("--config"),
+        policy.as_os_str(),
+        OsStr::new("--url"),
+        OsStr::new("http://example.com/"),
+        OsStr::new("-H"),
+        OsStr::new("User-Agent: python-requests/2.32"),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let t: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(t["verdict"], "proxy");
+    assert_eq!(t["rule_id"], "scrapers-to-the-maze");
+    assert_eq!(t["origin"], "http://127.0.0.1:42069");
+    let step = |phase: &str, id: &str| -> Value {
+        t["trace"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["step_name"] == phase)
+            .and_then(|p| p["trace"].as_array())
+            .and_then(|rules| rules.iter().find(|r| r["step_name"] == id))
+            .cloned()
+            .unwrap_or_else(|| panic!("no {id} in {phase}: {t:#}"))
+    };
+    let divert = step("custom_rules", "scrapers-to-the-maze");
+    assert_eq!(divert["action"], "divert");
+    assert_eq!(divert["matched"], true);
+    assert_eq!(divert["action_parameters"]["divert"], "maze");
+    assert_eq!(
+        divert["action_parameters"]["origin"],
+        "http://127.0.0.1:42069"
+    );
+
+    // The trace of a request the counting rule checks: its counting expression and count.
+    let (code, stdout, stderr) = signpost(&[
+        OsStr::new("trace"),
+        OsStr::new("--json"),
+        OsStr::new("--config"),
+        policy.as_os_str(),
+        OsStr::new("--url"),
+        OsStr::new("http://example.com/page"),
+    ]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let t: Value = serde_json::from_str(&stdout).unwrap();
+    let misses = t["trace"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["step_name"] == "rate_limits")
+        .and_then(|p| p["trace"].as_array())
+        .and_then(|rules| rules.iter().find(|r| r["step_name"] == "misses"))
+        .cloned()
+        .unwrap_or_else(|| panic!("{t:#}"));
+    assert_eq!(
+        misses["action_parameters"]["counting_expression"],
+        "http.response.code eq 404"
+    );
+    assert_eq!(misses["action_parameters"]["count"], "0");
+    assert_eq!(misses["action_parameters"]["requests_per_period"], "3");
+}

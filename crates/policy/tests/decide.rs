@@ -1326,3 +1326,54 @@ requests_per_period = 3
         "one key for the check and the count"
     );
 }
+
+#[test]
+fn new_settings_are_checked_at_their_place() {
+    let text = r#"[[zone]]
+name = "a"
+hosts = ["a.example"]
+origin = "127.0.0.1:1"
+[[zone.divert]]
+name = "maze"
+origin = "nope:99999"
+[[zone.divert]]
+name = "bad name"
+origin = "127.0.0.1:2"
+[[custom_rule]]
+id = "d1"
+action = "divert"
+divert = "mazr"
+expression = 'ip.src eq 192.0.2.1'
+[[custom_rule]]
+id = "d2"
+action = "divert"
+expression = 'ip.src eq 192.0.2.1'
+[[custom_rule]]
+id = "d3"
+action = "block"
+divert = "maze"
+expression = 'ip.src eq 192.0.2.1'
+[[rate_limit]]
+id = "r"
+expression = 'http.response.code eq 404'
+counting_expression = 'http.response.code eq 404 and nope'
+period = "1m"
+requests_per_period = 1
+"#;
+    let e = CompiledPolicy::from_toml(text, "policy.toml", Path::new("."), None)
+        .expect_err("must be refused")
+        .to_string();
+    for want in [
+        "policy.toml:7:10: ",
+        "policy.toml:9:8: `bad name` is not a divert name",
+        "policy.toml:14:10: no zone declares a divert named `mazr`",
+        "did you mean \"maze\"?",
+        "policy.toml:18:10: ",
+        "a divert rule names where it sends requests",
+        "policy.toml:23:10: `divert` goes with `action = \"divert\"` only",
+        "policy.toml:27:15: `http.response.code` is only available in error rules",
+        "policy.toml:28:",
+    ] {
+        assert!(e.contains(want), "{want:?} not in:\n{e}");
+    }
+}

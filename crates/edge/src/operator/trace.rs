@@ -810,6 +810,10 @@ struct Case {
     /// counters.
     #[serde(default)]
     sent_before: u32,
+    /// The status the `sent_before` requests were answered with, which rate limits with a
+    /// `counting_expression` count (default 200).
+    #[serde(default)]
+    answered: Option<u16>,
     expect: Expect,
 }
 
@@ -939,8 +943,22 @@ pub fn test_command(
                 // Counters of its own, so that the cases do not depend on each other's order.
                 let own =
                     CompiledPolicy::load(policy_path, None).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let answered = signpost_policy::ResponseFacts {
+                    code: case.answered.unwrap_or(200),
+                    edge_code: 0,
+                };
                 for _ in 0..case.sent_before {
-                    let _ = own.decide(&request.facts(), now);
+                    let facts = request.facts();
+                    let d = own.decide(&facts, now);
+                    // Fleet rules' answers would be counted in Redis, which a test never asks.
+                    let _ = own.count_answers(
+                        &d.answers,
+                        &facts,
+                        d.client_ip,
+                        Some(&d.identity),
+                        answered,
+                        now,
+                    );
                 }
                 run(&own, request, now)
             });
