@@ -879,6 +879,59 @@ mod tests {
     }
 
     #[test]
+    fn a_limiter_counting_answers_refuses_once_the_limit_is_counted() {
+        let l = Limiter::new(
+            Duration::from_secs(10),
+            2,
+            Duration::ZERO,
+            1000,
+            String::new(),
+        )
+        .counting_answers();
+        assert_eq!(l.limits(), (10_000, 2, 0), "the rule's limit, as written");
+        let t0 = Instant::now();
+        let k = key(&l, "a");
+        assert_eq!(l.check(k, t0), Outcome::Allowed);
+        assert_eq!(l.hit(k, t0), Outcome::Allowed, "the first answer");
+        assert_eq!(l.check(k, t0), Outcome::Allowed);
+        assert!(
+            matches!(l.hit(k, t0), Outcome::Limited(_)),
+            "the second trips it"
+        );
+        assert_eq!(
+            l.check(k, t0 + Duration::from_secs(4)),
+            Outcome::Limited(Duration::from_secs(6))
+        );
+        assert_eq!(l.counted(k, t0), 2);
+        assert_eq!(l.check(k, t0 + Duration::from_secs(10)), Outcome::Allowed);
+    }
+
+    #[test]
+    fn checking_keys_stores_nothing() {
+        let l = Limiter::new(
+            Duration::from_secs(60),
+            1,
+            Duration::from_secs(60),
+            1000,
+            String::new(),
+        )
+        .counting_answers();
+        let t0 = Instant::now();
+        for i in 0..100_000u64 {
+            assert_eq!(l.check(flood_key(i), t0), Outcome::Allowed);
+        }
+        assert_eq!(l.keys(), 0, "a flood of checks costs no memory");
+        // A key blocked through the sketch (every slot limited) is refused by a check too.
+        for i in 0..5_000u64 {
+            l.hit(flood_key(i), t0);
+        }
+        assert!(l.keys() <= l.capacity());
+        let abuser = key(&l, "abuser");
+        l.hit(abuser, t0);
+        assert!(matches!(l.check(abuser, t0), Outcome::Limited(_)));
+    }
+
+    #[test]
     fn sketch_never_undercounts() {
         let mut sk = Sketch::new(SKETCH_MIN_WIDTH, 0);
         let l = Limiter::new(
