@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use crate::fleet::FleetCheck;
 use crate::policy::ZoneId;
-use crate::rules::AnswerCount;
 use crate::verdict::Verdict;
 
 /// The facts about one request that the policy decides on. All borrowed: building one costs
@@ -26,6 +25,27 @@ pub struct RequestFacts<'a> {
     pub sni: Option<&'a str>,
     /// The request headers.
     pub headers: &'a http::HeaderMap,
+}
+
+/// A request that a rate limit counting answers let through: its answer is counted, if the
+/// rule's `counting_expression` matches it, by [`CompiledPolicy::count_answers`] of the policy
+/// that decided the request, once the answer is known.
+///
+/// [`CompiledPolicy::count_answers`]: crate::CompiledPolicy::count_answers
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerCount {
+    /// The rule's place among the policy's rate limits.
+    pub(crate) rule: usize,
+    pub(crate) key: AnswerKey,
+}
+
+/// Where a rule counting answers counts one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AnswerKey {
+    /// The key in the rule's own limiter (instance scope).
+    Local(u64),
+    /// The digest of the key shared in Redis (fleet scope).
+    Fleet([u8; 16]),
 }
 
 /// The policy's answer for one request.

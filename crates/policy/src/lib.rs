@@ -93,7 +93,7 @@ pub use crawl::{
     Price, Refusal, RequestOutcome, Settlement, block_answer, charge_request, glob_matches,
     is_always_free, settle,
 };
-pub use decision::{Decision, FleetCount, RequestFacts};
+pub use decision::{AnswerCount, Decision, FleetCount, RequestFacts};
 pub use error::{Location, PolicyError, Problem, ProblemKind};
 pub use expr::{
     Expression, ExpressionError, MAX_EXPRESSION_LEN, MAX_NESTING, MAX_REGEX_SIZE, ParsedExpression,
@@ -116,7 +116,6 @@ pub use policy::{
 };
 pub use ratelimit::DEFAULT_MAX_KEYS;
 pub use robots::{KnownCrawler, RobotsConfig, RobotsMode, content_signal, managed_block};
-pub use rules::AnswerCount;
 pub use signpost_problem::Code;
 pub use trace::{PHASES, StepKind, Trace, TraceStep};
 pub use verdict::Verdict;

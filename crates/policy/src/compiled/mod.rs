@@ -361,7 +361,8 @@ impl CompiledPolicy {
     }
 
     /// Counts the answer to a request that rules counting answers let through
-    /// ([`Decision::answers`]): each rule whose `counting_expression` matches the request and
+    /// ([`Decision::answers`], from this policy's decision: a reload's new policy has rules of
+    /// its own): each rule whose `counting_expression` matches the request and
     /// `response` counts it, on this instance at once; for fleet-scope rules the checks returned
     /// are for the edge to count in Redis ([`FleetCheck::counts`] is true), then report as
     /// [`FleetCheck::shared`] or [`FleetCheck::fallback`] (whose verdicts only keep the cache
@@ -393,7 +394,10 @@ impl CompiledPolicy {
         if let Some(identity) = identity {
             cx.identity = identity.clone();
         }
-        answers.iter().filter_map(|a| a.count(&cx, now)).collect()
+        answers
+            .iter()
+            .filter_map(|a| self.rules.rate.get(a.rule)?.count_answer(a.key, &cx, now))
+            .collect()
     }
 
     /// The client's country (ISO code) from the country database, `None` without one or when

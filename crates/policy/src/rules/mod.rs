@@ -21,7 +21,6 @@ use common::{Needs, RuleIds, sp};
 pub(crate) use custom::{CustomRule, CustomRules, LegalRules};
 pub(crate) use errors::ErrorRules;
 pub(crate) use hotlink::HotlinkSpec;
-pub use rate::AnswerCount;
 pub(crate) use rate::{RateRule, RateSpec};
 
 use crate::error::{Diagnostics, ProblemKind};

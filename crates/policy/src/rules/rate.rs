@@ -9,7 +9,7 @@ use http::header::HeaderName;
 
 use super::common::{Needs, RuleIds, expression, expression_in, sp};
 use crate::Code;
-use crate::decision::Decision;
+use crate::decision::{AnswerCount, AnswerKey, Decision};
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::{Cx, Filter};
 use crate::file::PolicyFile;
@@ -62,63 +62,27 @@ pub(crate) struct RateRule {
     /// Set for `scope = "fleet"`: counted in Redis, `limiter` only for the local fallback.
     fleet: Option<Arc<FleetRule>>,
     /// Set for a rule with a `counting_expression`: its requests are only checked, and their
-    /// answers counted after the origin answers.
-    answers: Option<Arc<AnswerRule>>,
+    /// answers counted after the origin answers when this matches them.
+    counting: Option<Filter>,
 }
 
-/// The answer half of a rule with a `counting_expression`: which answers count, and where.
-#[derive(Debug)]
-pub(crate) struct AnswerRule {
-    id: Arc<str>,
-    counting: Filter,
-    limiter: Arc<Limiter>,
-    fleet: Option<Arc<FleetRule>>,
-}
-
-/// A request that a rule counting answers let through: its answer is counted, if the rule's
-/// `counting_expression` matches it, by [`CompiledPolicy::count_answers`] once the answer is
-/// known.
-///
-/// [`CompiledPolicy::count_answers`]: crate::CompiledPolicy::count_answers
-#[derive(Debug, Clone)]
-pub struct AnswerCount {
-    rule: Arc<AnswerRule>,
-    key: AnswerKey,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AnswerKey {
-    /// The key in the rule's own limiter (instance scope).
-    Local(u64),
-    /// The digest of the key shared in Redis (fleet scope).
-    Fleet([u8; 16]),
-}
-
-impl PartialEq for AnswerCount {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.rule, &other.rule) && self.key == other.key
-    }
-}
-
-impl Eq for AnswerCount {}
-
-impl AnswerCount {
-    /// The rule's id.
-    pub fn rule_id(&self) -> &Arc<str> {
-        &self.rule.id
-    }
-
-    /// Counts the answer when the rule's `counting_expression` matches it (`cx` holds the
-    /// request and its answer): on this instance at once, or, for fleet scope, by handing the
-    /// edge the check for Redis's counting script.
-    pub(crate) fn count(&self, cx: &Cx<'_>, now: Instant) -> Option<FleetCheck> {
-        if !self.rule.counting.matches(cx) {
+impl RateRule {
+    /// Counts the answer of a request this rule let through under `key`, when the rule's
+    /// `counting_expression` matches it (`cx` holds the request and its answer): on this instance
+    /// at once, or, for fleet scope, by handing the edge the check for Redis's counting script.
+    pub(crate) fn count_answer(
+        &self,
+        key: AnswerKey,
+        cx: &Cx<'_>,
+        now: Instant,
+    ) -> Option<FleetCheck> {
+        if !self.counting.as_ref().is_some_and(|f| f.matches(cx)) {
             return None;
         }
-        match (self.key, &self.rule.fleet) {
+        match (key, &self.fleet) {
             (AnswerKey::Fleet(digest), Some(fleet)) => Some(fleet.counted(digest, true)),
             (AnswerKey::Local(key), _) => {
-                let _ = self.rule.limiter.hit(key, now);
+                let _ = self.limiter.hit(key, now);
                 None
             }
             (AnswerKey::Fleet(_), None) => None,
@@ -319,21 +283,13 @@ impl RateRule {
             ),
             _ => None,
         };
-        let answers = spec.counting.map(|counting| {
-            Arc::new(AnswerRule {
-                id: spec.id.clone(),
-                counting,
-                limiter: Arc::clone(&limiter),
-                fleet: fleet.clone(),
-            })
-        });
         RateRule {
             id: spec.id,
             filter: spec.filter,
             characteristics: spec.characteristics,
             limiter,
             fleet,
-            answers,
+            counting: spec.counting,
         }
     }
 }
@@ -348,7 +304,7 @@ pub(crate) fn check<T: Tracer>(
     decision: &mut Decision,
     t: &mut T,
 ) -> ControlFlow<()> {
-    for r in rules {
+    for (rule, r) in rules.iter().enumerate() {
         if r.filter.as_ref().is_some_and(|f| !f.matches(cx)) {
             t.rule(|| r.step(cx, false, "the expression does not match: not counted"));
             continue;
@@ -358,13 +314,13 @@ pub(crate) fn check<T: Tracer>(
             let mut bytes = Vec::new();
             key_bytes(&r.characteristics, cx, |b| bytes.extend_from_slice(b));
             let digest = crate::fleet::digest(&bytes);
-            match fleet.check(digest, now, r.answers.is_none()) {
+            match fleet.check(digest, now, r.counting.is_none()) {
                 Ok(check) => {
                     t.rule(|| {
                         r.step(
                             cx,
                             true,
-                            if r.answers.is_some() {
+                            if r.counting.is_some() {
                                 "fleet scope: the edge would ask Redis whether the key is refused, and count the answer if the counting expression matches it"
                             } else {
                                 "fleet scope: the edge would ask Redis to count it"
@@ -373,9 +329,9 @@ pub(crate) fn check<T: Tracer>(
                         .param("redis_key", check.key())
                     });
                     decision.fleet.push(check);
-                    if let Some(answers) = &r.answers {
+                    if r.counting.is_some() {
                         decision.answers.push(AnswerCount {
-                            rule: Arc::clone(answers),
+                            rule,
                             key: AnswerKey::Fleet(digest),
                         });
                     }
@@ -395,7 +351,7 @@ pub(crate) fn check<T: Tracer>(
         let mut h = r.limiter.key_hasher();
         key_bytes(&r.characteristics, cx, |b| h.write(b));
         let key = h.finish();
-        if let Some(answers) = &r.answers {
+        if r.counting.is_some() {
             // Checked, not counted: the answer counts, later, if it matches.
             let outcome = r.limiter.check(key, now);
             t.rule(|| {
@@ -415,7 +371,7 @@ pub(crate) fn check<T: Tracer>(
                 return limited(r, wait, decision);
             }
             decision.answers.push(AnswerCount {
-                rule: Arc::clone(answers),
+                rule,
                 key: AnswerKey::Local(key),
             });
             continue;
@@ -472,8 +428,8 @@ impl RateRule {
             },
         };
         let (period_ms, limit, mitigation_ms) = self.limiter.limits();
-        if let Some(answers) = &self.answers {
-            step = step.param("counting_expression", &*answers.counting.text);
+        if let Some(counting) = &self.counting {
+            step = step.param("counting_expression", &*counting.text);
         }
         if matched {
             let key: Vec<String> = self
