@@ -13,14 +13,14 @@ use crate::support::*;
 
 /// A `redis-server` on a loopback port, killed when dropped. `None` when the binary is not
 /// installed (a loud skip, or a failure under `SIGNPOST_NO_SKIP=1`).
-struct Redis {
-    port: u16,
+pub(crate) struct Redis {
+    pub(crate) port: u16,
     child: Option<Child>,
     _dir: Scratch,
 }
 
 impl Redis {
-    fn start() -> Option<Redis> {
+    pub(crate) fn start() -> Option<Redis> {
         let installed = Command::new("redis-server")
             .arg("--version")
             .output()
@@ -66,12 +66,12 @@ impl Redis {
         }
     }
 
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
 
     /// One inline command; the reply's text (a bulk reply's payload).
-    fn try_command(&self, cmd: &str) -> Option<String> {
+    pub(crate) fn try_command(&self, cmd: &str) -> Option<String> {
         let addr: SocketAddr = format!("127.0.0.1:{}", self.port).parse().ok()?;
         let mut s = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
         s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;

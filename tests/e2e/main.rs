@@ -31,6 +31,8 @@ mod hostile;
 mod flood;
 // Fleet-scope rate limits: three edges, one real redis-server.
 mod fleet;
+// Rate limits that count answers, refusals that last, and requests diverted to another origin.
+mod limits;
 // Origin HTML converted to Markdown: real pages, encodings, charsets, fallbacks, HEAD, a corpus.
 mod markdown;
 // The converted-page cache: hits, revalidation, what is never stored, Vary, the byte bound, purge.

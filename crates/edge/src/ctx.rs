@@ -54,6 +54,12 @@ pub struct RequestCtx {
     pub crawl: Option<Box<signpost_policy::CrawlStep>>,
     /// What the crawler was charged, once the ledger recorded it.
     pub charged: Option<signpost_policy::Price>,
+    /// Set when a custom rule diverted the request: the index of the origin, in its zone's
+    /// `diverts`, that it goes to instead of the zone's (`origin::divert`).
+    pub divert: Option<usize>,
+    /// Rate limits that count this request's answer (`counting_expression`), counted by
+    /// `logging` once the answer went out. Empty (no allocation) for most requests.
+    pub answers: Vec<signpost_policy::AnswerCount>,
     /// robots.txt's part of the request: the origin's file on its way, a rule broken
     /// (`crawl/robots.rs`).
     pub robots: RobotsState,
@@ -81,6 +87,8 @@ impl RequestCtx {
             identity: None,
             crawl: None,
             charged: None,
+            divert: None,
+            answers: Vec::new(),
             robots: RobotsState::default(),
         }
     }
@@ -112,6 +120,11 @@ impl RequestCtx {
             self.client_ip,
             host,
         )
+    }
+
+    /// The divert the request goes to, when a custom rule diverted it.
+    pub fn divert(&self) -> Option<&signpost_policy::Divert> {
+        self.zone()?.diverts.get(self.divert?)
     }
 
     /// The client's address as the policy derived it, or the peer's before the policy ran.

@@ -67,6 +67,27 @@ redis.call('PEXPIRE', KEYS[1], w + period - now)
 return {0, w + period - now}
 "#;
 
+/// The checking script, for a rule that counts answers: whether the key is being refused now,
+/// counting nothing. KEYS[1]: the counter; ARGV: period ms, limit (the counting script's, one
+/// less than the rule's). Returns `{allowed (1|0), wait ms}` as the counting script does.
+const CHECK_SCRIPT: &str = r#"
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local period = tonumber(ARGV[1])
+local limit = tonumber(ARGV[2])
+local v = redis.call('HMGET', KEYS[1], 'w', 'c', 'b')
+local w = tonumber(v[1])
+local c = tonumber(v[2]) or 0
+local b = tonumber(v[3]) or 0
+if now < b then
+  return {0, b - now}
+end
+if w ~= nil and now < w + period and c > limit then
+  return {0, w + period - now}
+end
+return {1, 0}
+"#;
+
 /// At most one error log line per this long.
 const LOG_EVERY: Duration = Duration::from_secs(10);
 /// How often the keep-alive task pings Redis.
@@ -223,6 +244,7 @@ pub struct Fleet {
     client: redis::Client,
     manager_config: ConnectionManagerConfig,
     script: redis::Script,
+    check_script: redis::Script,
 }
 
 /// The log budget of requests that fell back, shared by every `Fleet` of the process.
@@ -280,6 +302,7 @@ impl Fleet {
             client,
             manager_config,
             script: redis::Script::new(SCRIPT),
+            check_script: redis::Script::new(CHECK_SCRIPT),
         });
         let weak = Arc::downgrade(&fleet);
         rt.spawn(async move {
@@ -334,11 +357,18 @@ impl Fleet {
         &self.config
     }
 
-    /// Counts the request in Redis; the policy's fallback when Redis does not answer in time.
+    /// Counts the request (or the answer) in Redis, or for a check that does not count
+    /// ([`FleetCheck::counts`]) asks whether its key is refused; the policy's fallback when
+    /// Redis does not answer in time.
     pub async fn count(&self, check: &FleetCheck, metrics: &FleetMetrics) -> Verdict {
         let started = Instant::now();
         let mut conn = ConnectionManager::clone(&self.conn.load());
-        let mut invocation = self.script.key(check.key());
+        let script = if check.counts() {
+            &self.script
+        } else {
+            &self.check_script
+        };
+        let mut invocation = script.key(check.key());
         invocation
             .arg(check.period_ms())
             .arg(check.limit())

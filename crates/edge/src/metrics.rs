@@ -73,6 +73,8 @@ pub struct Metrics {
     pub ledger: crate::crawl::ledger::LedgerMetrics,
     /// Known crawlers' requests by what crawl control did, and their robots.txt violations.
     pub crawl: crate::crawl::metrics::CrawlMetrics,
+    /// Requests custom rules diverted to another origin of their zone.
+    pub divert: crate::origin::divert::DivertMetrics,
     /// Origin HTML converted to Markdown.
     pub markdown: crate::markdown::MarkdownMetrics,
     /// Who is asking: signatures checked, bots seen, and identification's background work.
@@ -122,6 +124,7 @@ impl Metrics {
         let markdown_cache = crate::markdown::cache::CacheMetrics::register(&mut registry);
         let crawl = crate::crawl::metrics::CrawlMetrics::register(&mut registry);
         let certs = crate::connection::certs::CertMetrics::register(&mut registry);
+        let divert = crate::origin::divert::DivertMetrics::register(&mut registry);
         Metrics {
             registry,
             requests,
@@ -134,6 +137,7 @@ impl Metrics {
             fleet,
             ledger,
             crawl,
+            divert,
             markdown,
             identity,
             markdown_cache,

@@ -318,6 +318,10 @@ impl ProxyHttp for Edge {
         ctx: &mut Self::CTX,
     ) -> Result<()> {
         use crate::origin::errors::{ANSWERED_IN_PLACE, InPlace};
+        if !ctx.answers.is_empty() {
+            // Before the head goes out: the client's next request sees the count.
+            Box::pin(self.count_answer(session, ctx, response.status.as_u16())).await;
+        }
         let Some(answer) = crate::origin::route::filter_response(session, response, ctx).await?
         else {
             return Ok(());
@@ -406,6 +410,11 @@ impl ProxyHttp for Edge {
         if e.is_some_and(crate::origin::rescue::is_stalled_body) {
             self.metrics.connections.event("body_timeout");
         }
+        // Answers the edge made itself after the decision (no origin head went through
+        // `response_filter`), or none at all (0: the client left).
+        if !ctx.answers.is_empty() {
+            Box::pin(self.count_answer(session, ctx, status)).await;
+        }
         let duration = now.saturating_duration_since(ctx.started);
         let zone = ctx
             .policy
@@ -449,6 +458,7 @@ impl ProxyHttp for Edge {
             crawl_outcome = ctx.crawl.as_ref().map_or("-", |c| c.outcome.as_str()),
             charged_cents = ctx.charged.map_or(0, |p| p.cents()),
             robots = %LogSafe(ctx.robots.violation.as_ref().map_or("-", |v| &v.directive)),
+            divert = ctx.divert().map_or("-", |d| &*d.name),
         );
     }
 }
@@ -493,6 +503,12 @@ impl Edge {
         ctx.client_ip = Some(decision.client_ip);
         ctx.zone = decision.zone;
         ctx.rule_id = decision.rule_id.clone();
+        // Emptied by the policy when it refuses: only answers to requests let through count.
+        ctx.answers = std::mem::take(&mut decision.answers);
+        ctx.divert = decision.divert;
+        if let (Some(divert), Some(zone), Some(rule)) = (ctx.divert(), ctx.zone(), &ctx.rule_id) {
+            self.metrics.divert.request(&zone.name, rule, &divert.name);
+        }
         if !decision.identity.is_nobody() {
             self.metrics.identity.observe(&decision.identity);
             ctx.identity = Some(Box::new(std::mem::take(&mut decision.identity)));
@@ -783,14 +799,45 @@ impl Edge {
         }
     }
 
+    /// Counts the answer with status `status` for the rate limits that count this request's
+    /// answers (`counting_expression`), once: the origin's answer in `response_filter`, before its
+    /// head goes to the client, so that the client's next request sees the count; an answer the
+    /// edge made itself in `logging`. A fleet rule's Redis call is bounded by the policy's timeout.
+    async fn count_answer(&self, session: &Session, ctx: &mut RequestCtx, status: u16) {
+        let answers = std::mem::take(&mut ctx.answers);
+        let Some(loaded) = ctx.policy.clone() else {
+            return;
+        };
+        let host = request_host(session);
+        let facts = crate::request::facts::request_facts(session, &ctx.facts, &host);
+        let response = signpost_policy::ResponseFacts {
+            code: status,
+            edge_code: ctx.error_code.map_or(0, Code::get),
+        };
+        loaded
+            .count_answers(
+                &answers,
+                &facts,
+                ctx.client(),
+                ctx.identity.as_deref(),
+                response,
+                &self.metrics,
+            )
+            .await;
+    }
+
     /// The zone's origin peer, recorded in the context for the access log and the metrics.
     async fn peer(&self, ctx: &mut RequestCtx) -> Result<Box<HttpPeer>> {
         ctx.origin.proxying = true;
         let zone = ctx
             .zone()
             .ok_or_else(|| Error::explain(InternalError, "proxying without a zone"))?;
-        let (peer, addr) =
-            crate::origin::peer(&self.resolver, zone, self.origin_override.as_ref()).await?;
+        // A diverted request goes to the divert's origin, whatever `--origin` says of the zone's.
+        let origin = match ctx.divert() {
+            Some(divert) => Some(&divert.origin),
+            None => self.origin_override.as_ref(),
+        };
+        let (peer, addr) = crate::origin::peer(&self.resolver, zone, origin).await?;
         ctx.origin.addr = Some(addr);
         ctx.origin.started = Some(Instant::now());
         Ok(peer)

@@ -149,6 +149,41 @@ impl Loaded {
             count.answer(verdict);
         }
     }
+
+    /// Counts the answer to a request that rules counting answers let through (the decision's
+    /// `answers`): the policy counts those of this instance, and hands back the fleet ones, each
+    /// counted here in Redis (or by its `on_error` fallback). Redis's verdicts only fill the
+    /// policy's cache of refused keys: the answer has gone out.
+    pub async fn count_answers(
+        &self,
+        answers: &[signpost_policy::AnswerCount],
+        facts: &signpost_policy::RequestFacts<'_>,
+        client_ip: std::net::IpAddr,
+        identity: Option<&signpost_policy::Identity>,
+        response: signpost_policy::ResponseFacts,
+        metrics: &Metrics,
+    ) {
+        let checks = self.policy.count_answers(
+            answers,
+            facts,
+            client_ip,
+            identity,
+            response,
+            Instant::now(),
+        );
+        for check in &checks {
+            match &self.fleet {
+                Some(fleet) => {
+                    let _ = fleet.count(check, &metrics.fleet).await;
+                }
+                None => {
+                    let action = self.policy.redis().map_or(OnError::Local, |r| r.on_error);
+                    metrics.fleet.fallback("connection", action.as_str());
+                    let _ = check.fallback(action, Instant::now());
+                }
+            }
+        }
+    }
 }
 
 /// The connection cap reads the policy loaded now, per connection.

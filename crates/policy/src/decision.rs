@@ -27,6 +27,27 @@ pub struct RequestFacts<'a> {
     pub headers: &'a http::HeaderMap,
 }
 
+/// A request that a rate limit counting answers let through: its answer is counted, if the
+/// rule's `counting_expression` matches it, by [`CompiledPolicy::count_answers`] of the policy
+/// that decided the request, once the answer is known.
+///
+/// [`CompiledPolicy::count_answers`]: crate::CompiledPolicy::count_answers
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AnswerCount {
+    /// The rule's place among the policy's rate limits.
+    pub(crate) rule: usize,
+    pub(crate) key: AnswerKey,
+}
+
+/// Where a rule counting answers counts one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AnswerKey {
+    /// The key in the rule's own limiter (instance scope).
+    Local(u64),
+    /// The digest of the key shared in Redis (fleet scope).
+    Fleet([u8; 16]),
+}
+
 /// The policy's answer for one request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decision {
@@ -45,6 +66,15 @@ pub struct Decision {
     /// each (while the verdict is `Proxy`), and the first refusal decides; it counts them through
     /// [`Decision::count_in_fleet`]. Empty (and allocation-free) when none applies.
     pub fleet: Vec<FleetCheck>,
+    /// Rate limits that count this request's answer (`counting_expression`): the edge hands
+    /// them back with the answer to [`CompiledPolicy::count_answers`] once it is known. Empty
+    /// (and allocation-free) when none applies, and emptied when the request is refused.
+    ///
+    /// [`CompiledPolicy::count_answers`]: crate::CompiledPolicy::count_answers
+    pub answers: Vec<AnswerCount>,
+    /// Set when a custom rule diverted the request: the index, in its zone's
+    /// [`diverts`](crate::Zone::diverts), of the origin it goes to instead of the zone's.
+    pub divert: Option<usize>,
     /// Who the request is, when the policy identifies requests (`[bots]`, `[[bot]]`, or a rule
     /// reading a bot field); nobody in particular otherwise.
     pub identity: crate::identity::Identity,
@@ -112,6 +142,8 @@ impl FleetCount<'_> {
         if verdict != Verdict::Proxy {
             self.decision.verdict = verdict;
             self.decision.rule_id = Some(check.rule_id().clone());
+            // A refused request's answer is the refusal: no rule counts it.
+            self.decision.answers.clear();
         }
     }
 }

@@ -135,6 +135,18 @@ pub(crate) struct ZoneFile {
     pub crawl: Option<crate::crawl::CrawlFile>,
     pub robots: Option<crate::robots::RobotsFile>,
     pub tls: Option<crate::tls::ZoneTlsFile>,
+    #[serde(default)]
+    pub divert: Vec<Spanned<DivertFile>>,
+}
+
+/// `[[zone.divert]]`: another origin a custom rule with `action = "divert"` may send requests to.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DivertFile {
+    pub name: Spanned<String>,
+    pub origin: Spanned<String>,
+    pub origin_sni: Option<Spanned<String>>,
+    pub origin_verify_cert: Option<bool>,
 }
 
 /// Fields every rule shares.
@@ -204,6 +216,8 @@ pub(crate) struct CustomRuleFile {
     pub description: Option<String>,
     pub action: Spanned<String>,
     pub expression: Spanned<String>,
+    /// The zone's `[[zone.divert]]` a `divert` action sends the request to.
+    pub divert: Option<Spanned<String>>,
     pub response: Option<Spanned<AnswerFile>>,
 }
 
@@ -217,6 +231,7 @@ pub(crate) struct RateLimitFile {
     )]
     pub description: Option<String>,
     pub expression: Option<Spanned<String>>,
+    pub counting_expression: Option<Spanned<String>>,
     pub characteristics: Option<Spanned<Vec<Spanned<String>>>>,
     pub period: Spanned<String>,
     pub requests_per_period: Spanned<i64>,

@@ -248,12 +248,12 @@ impl FleetRule {
         local: Arc<Limiter>,
     ) -> FleetRule {
         let digest = Sha256::digest(fingerprint.as_bytes());
-        let (period_ms, limit, mitigation_ms) = local.limits();
+        let (period_ms, _, mitigation_ms) = local.limits();
         FleetRule {
             id,
             key_base: format!("{prefix}rl:{}:", hex(&digest[..4])),
             period_ms,
-            limit,
+            limit: local.threshold(),
             mitigation_ms,
             local,
             refused: RefusedCache::new(max_keys),
@@ -266,23 +266,32 @@ impl FleetRule {
     }
 
     /// The check for one request whose characteristics hashed to `digest`, or, when the key is
-    /// known to be refused, the refusal (`Err`), with no Redis call.
+    /// known to be refused, the refusal (`Err`), with no Redis call. `counts` says whether Redis
+    /// counts it ([`FleetCheck::counts`]).
     pub(crate) fn check(
         self: &Arc<Self>,
         digest: [u8; 16],
         now: Instant,
+        counts: bool,
     ) -> Result<FleetCheck, Verdict> {
         if let Some(wait) = self.refused.get(&digest, now) {
             return Err(limited(wait));
         }
+        Ok(self.counted(digest, counts))
+    }
+
+    /// The check for `digest`, without asking the cache of refused keys: an answer is counted
+    /// whatever the key's state.
+    pub(crate) fn counted(self: &Arc<Self>, digest: [u8; 16], counts: bool) -> FleetCheck {
         let mut key = String::with_capacity(self.key_base.len() + 32);
         key.push_str(&self.key_base);
         key.push_str(&hex(&digest));
-        Ok(FleetCheck {
+        FleetCheck {
             rule: Arc::clone(self),
             key,
             digest,
-        })
+            counts,
+        }
     }
 }
 
@@ -303,6 +312,9 @@ pub struct FleetCheck {
     rule: Arc<FleetRule>,
     key: String,
     digest: [u8; 16],
+    /// Whether Redis counts the request (or the answer) under the key, or only says whether the
+    /// key is being refused (a rule that counts answers checks its requests this way).
+    counts: bool,
 }
 
 impl PartialEq for FleetCheck {
@@ -334,6 +346,12 @@ impl FleetCheck {
     pub fn mitigation_ms(&self) -> u64 {
         self.rule.mitigation_ms
     }
+    /// Whether Redis counts one under the key (the counting script), or only says whether the
+    /// key is being refused now (the checking script: a rule that counts answers checks each
+    /// request so, and counts its answer afterwards).
+    pub fn counts(&self) -> bool {
+        self.counts
+    }
 
     /// Redis counted the request: `allowed`, or refused for `wait_ms` more milliseconds. A
     /// refused key is remembered until then, so its next requests cost Redis nothing.
@@ -355,7 +373,13 @@ impl FleetCheck {
                 use std::hash::Hasher;
                 let mut h = self.rule.local.key_hasher();
                 h.write(&self.digest);
-                match self.rule.local.hit(h.finish(), now) {
+                let key = h.finish();
+                let outcome = if self.counts {
+                    self.rule.local.hit(key, now)
+                } else {
+                    self.rule.local.check(key, now)
+                };
+                match outcome {
                     Outcome::Allowed => Verdict::Proxy,
                     Outcome::Limited(wait) => limited(wait),
                 }

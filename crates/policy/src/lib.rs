@@ -94,7 +94,7 @@ pub use crawl::{
     Price, Refusal, RequestOutcome, Settlement, block_answer, charge_request, glob_matches,
     is_always_free, settle,
 };
-pub use decision::{Decision, FleetCount, RequestFacts};
+pub use decision::{AnswerCount, Decision, FleetCount, RequestFacts};
 pub use error::{Location, PolicyError, Problem, ProblemKind};
 pub use expr::{
     Expression, ExpressionError, MAX_EXPRESSION_LEN, MAX_NESTING, MAX_REGEX_SIZE, ParsedExpression,
@@ -113,7 +113,7 @@ pub use policy::{
     BrandingConfig, Connections, DEFAULT_ADMIN, DEFAULT_BODY_MIN_RATE, DEFAULT_BODY_TIMEOUT,
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_HEADER_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_LISTEN,
     DEFAULT_MAX_BODY_SIZE, DEFAULT_MAX_PER_CLIENT, DEFAULT_READ_TIMEOUT, DEFAULT_WRITE_TIMEOUT,
-    Listener, Origin, TlsFiles, Zone, ZoneId,
+    Divert, Listener, MAX_DIVERTS, Origin, TlsFiles, Zone, ZoneId,
 };
 pub use ratelimit::DEFAULT_MAX_KEYS;
 pub use robots::{KnownCrawler, RobotsConfig, RobotsMode, content_signal, managed_block};

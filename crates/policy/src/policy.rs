@@ -151,6 +151,18 @@ pub struct Origin {
     pub verify_cert: bool,
 }
 
+/// Most `[[zone.divert]]` entries in one zone.
+pub const MAX_DIVERTS: usize = 16;
+
+/// One `[[zone.divert]]`: a name custom rules use, and the origin it stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Divert {
+    /// The name a custom rule's `divert` gives; shared, so that metric labels cost no allocation.
+    pub name: std::sync::Arc<str>,
+    /// Where diverted requests go, with the zone's timeouts.
+    pub origin: Origin,
+}
+
 /// Names one zone of a compiled policy: what a [`Decision`](crate::Decision) routes a request to.
 /// [`CompiledPolicy::zone`](crate::CompiledPolicy::zone) gives the zone; [`index`](Self::index)
 /// is its place in [`CompiledPolicy::zones`](crate::CompiledPolicy::zones), so that a user can
@@ -195,6 +207,9 @@ pub struct Zone {
     pub robots: crate::robots::RobotsConfig,
     /// `[zone.tls]`: the zone's own certificate, the redirect to HTTPS and HSTS.
     pub tls: crate::tls::ZoneTls,
+    /// `[[zone.divert]]`: the other origins custom rules may divert requests to (a tarpit, a
+    /// maze), at most [`MAX_DIVERTS`] per zone.
+    pub diverts: Vec<Divert>,
     pub(crate) patterns: Vec<(HostPattern, std::ops::Range<usize>)>,
 }
 
@@ -443,6 +458,7 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Path) -
         let crawl = crate::crawl::compile(d, z.crawl.as_ref());
         let robots = crate::robots::compile(d, z.robots.as_ref());
         let tls = crate::tls::compile(d, z.tls.as_ref(), base_dir);
+        let diverts = validate_diverts(&z.divert, d);
         if let Some(origin) = origin {
             zones.push(Zone {
                 name: name.into(),
@@ -462,11 +478,73 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Path) -
                 crawl,
                 robots,
                 tls,
+                diverts,
                 patterns,
             });
         }
     }
     zones
+}
+
+/// Checks a zone's `[[zone.divert]]` entries: unique names, origins as a zone's `origin` is
+/// written, at most [`MAX_DIVERTS`].
+fn validate_diverts(
+    entries: &[Spanned<crate::file::DivertFile>],
+    d: &mut Diagnostics<'_>,
+) -> Vec<Divert> {
+    let mut diverts: Vec<Divert> = Vec::new();
+    if let Some(extra) = entries.get(MAX_DIVERTS) {
+        d.at(
+            ProblemKind::Invalid,
+            span(extra),
+            format!("a zone declares at most {MAX_DIVERTS} diverts"),
+        );
+    }
+    for entry in entries.iter().take(MAX_DIVERTS) {
+        let v = entry.get_ref();
+        let name = v.name.get_ref().trim();
+        if name.is_empty()
+            || name.len() > 64
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        {
+            d.at_with_hint(
+                ProblemKind::Invalid,
+                span(&v.name),
+                format!("`{name}` is not a divert name"),
+                Some(
+                    "a divert name is 1 to 64 letters, digits, `-`, `_` or `.`, e.g. \"maze\""
+                        .into(),
+                ),
+            );
+            continue;
+        }
+        if diverts.iter().any(|d| &*d.name == name) {
+            d.at(
+                ProblemKind::Invalid,
+                span(&v.name),
+                format!("divert `{name}` is declared twice in this zone"),
+            );
+            continue;
+        }
+        match parse_origin(v.origin.get_ref()) {
+            Ok(mut origin) => {
+                if let Some(sni) = &v.origin_sni {
+                    origin.sni = sni.get_ref().clone();
+                }
+                if let Some(verify) = v.origin_verify_cert {
+                    origin.verify_cert = verify;
+                }
+                diverts.push(Divert {
+                    name: name.into(),
+                    origin,
+                });
+            }
+            Err(why) => d.at(ProblemKind::Invalid, span(&v.origin), why),
+        }
+    }
+    diverts
 }
 
 fn validate_connections(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Connections {

@@ -169,6 +169,30 @@ impl Sketch {
 }
 
 impl Sketch {
+    /// Whether `key` is being refused through the sketch at `now`: [`Limiter::refusal`] over its
+    /// cells (the least block and count), counting nothing.
+    fn refusal(&self, key: u64, now: u64, l: &Limiter) -> Outcome {
+        let cells = self.cells(key);
+        let blocked = cells
+            .iter()
+            .map(|&c| self.blocked.get(c).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(0);
+        let count = cells
+            .iter()
+            .map(|&c| self.counts.get(c).copied().unwrap_or(0))
+            .min()
+            .unwrap_or(0);
+        l.refusal(
+            &Entry {
+                window_start: self.window_start,
+                count,
+                blocked_until: blocked,
+            },
+            now,
+        )
+    }
+
     /// What [`Sketch::hit`] would answer, and the count it would reach, without counting.
     fn peek(&self, key: u64, now: u64, l: &Limiter) -> (u32, Outcome) {
         let cells = self.cells(key);
@@ -272,6 +296,9 @@ pub(crate) struct Limiter {
     sketched: AtomicU64,
     /// The rule's definition; a reload reuses this limiter only when it is unchanged.
     pub(crate) fingerprint: String,
+    /// Counts answers (`counting_expression`): `limit` is then one less than the rule's, so that
+    /// the answer that reaches the rule's limit trips it (see [`Limiter::counting_answers`]).
+    counts_answers: bool,
 }
 
 impl std::fmt::Debug for Limiter {
@@ -304,7 +331,80 @@ impl Limiter {
             evicted: AtomicU64::new(0),
             sketched: AtomicU64::new(0),
             fingerprint,
+            counts_answers: false,
         }
+    }
+
+    /// This limiter, for a rule that counts answers: a request is refused once `limit` answers
+    /// were counted in the key's window (or, with a mitigation timeout, for that long from the
+    /// answer that reached the limit). The requests themselves are only [`check`](Self::check)ed;
+    /// the answers are counted with [`hit`](Self::hit), whose outcome then says whether that
+    /// answer tripped the limit.
+    pub(crate) fn counting_answers(mut self) -> Limiter {
+        if !self.counts_answers {
+            self.counts_answers = true;
+            self.limit = self.limit.saturating_sub(1);
+        }
+        self
+    }
+
+    /// Whether `key` is being refused at `now`, counting nothing and storing nothing (a key it
+    /// has never seen is not stored: a flood of new keys checked costs no memory).
+    pub(crate) fn check(&self, key: u64, now: Instant) -> Outcome {
+        let now = millis(now.saturating_duration_since(self.epoch));
+        let idx = usize::try_from(key % SHARDS as u64).unwrap_or(0);
+        let Some(shard) = self.shards.get(idx) else {
+            return Outcome::Allowed;
+        };
+        let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+        match shard
+            .index
+            .get(&key)
+            .and_then(|&i| shard.slots.get(i as usize))
+        {
+            Some(s) => self.refusal(&s.entry, now),
+            None => shard
+                .sketch
+                .as_ref()
+                .map_or(Outcome::Allowed, |sk| sk.refusal(key, now, self)),
+        }
+    }
+
+    /// The count `key` holds in its window at `now` (0 when its window is over or it is not
+    /// tracked in a slot): what a trace shows of a rule that counts answers.
+    pub(crate) fn counted(&self, key: u64, now: Instant) -> u32 {
+        let now = millis(now.saturating_duration_since(self.epoch));
+        let idx = usize::try_from(key % SHARDS as u64).unwrap_or(0);
+        let Some(shard) = self.shards.get(idx) else {
+            return 0;
+        };
+        let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+        match shard
+            .index
+            .get(&key)
+            .and_then(|&i| shard.slots.get(i as usize))
+        {
+            Some(s) if now < s.entry.window_start.saturating_add(self.period) => s.entry.count,
+            _ => 0,
+        }
+    }
+
+    /// Whether the key of `e` is being refused at `now`, and for how long.
+    fn refusal(&self, e: &Entry, now: u64) -> Outcome {
+        let window_end = e.window_start.saturating_add(self.period);
+        if now < e.blocked_until {
+            Outcome::Limited(Duration::from_millis(e.blocked_until - now))
+        } else if e.count > self.limit && now < window_end {
+            Outcome::Limited(Duration::from_millis(window_end - now))
+        } else {
+            Outcome::Allowed
+        }
+    }
+
+    /// The count a key must pass to be refused: the rule's limit, or one less for a rule that
+    /// counts answers (Redis's script takes the same).
+    pub(crate) fn threshold(&self) -> u32 {
+        self.limit
     }
 
     /// A hasher for building a key; keyed with this limiter's random seed so that clients
@@ -528,9 +628,14 @@ impl Limiter {
         }
     }
 
-    /// Period (ms, at least 1), requests per period, mitigation timeout (ms).
+    /// Period (ms, at least 1), requests (or answers) per period as the rule says it,
+    /// mitigation timeout (ms).
     pub(crate) fn limits(&self) -> (u64, u32, u64) {
-        (self.period, self.limit, self.mitigation)
+        (
+            self.period,
+            self.limit.saturating_add(u32::from(self.counts_answers)),
+            self.mitigation,
+        )
     }
 
     /// Keys currently tracked (in slots; keys counted only in a sketch are not included).
@@ -771,6 +876,59 @@ mod tests {
         let sketched = l.pressure().1;
         assert_eq!(l.hit(key(&l, "fresh"), later), Outcome::Allowed);
         assert_eq!(l.pressure().1, sketched, "a slot was reclaimed");
+    }
+
+    #[test]
+    fn a_limiter_counting_answers_refuses_once_the_limit_is_counted() {
+        let l = Limiter::new(
+            Duration::from_secs(10),
+            2,
+            Duration::ZERO,
+            1000,
+            String::new(),
+        )
+        .counting_answers();
+        assert_eq!(l.limits(), (10_000, 2, 0), "the rule's limit, as written");
+        let t0 = Instant::now();
+        let k = key(&l, "a");
+        assert_eq!(l.check(k, t0), Outcome::Allowed);
+        assert_eq!(l.hit(k, t0), Outcome::Allowed, "the first answer");
+        assert_eq!(l.check(k, t0), Outcome::Allowed);
+        assert!(
+            matches!(l.hit(k, t0), Outcome::Limited(_)),
+            "the second trips it"
+        );
+        assert_eq!(
+            l.check(k, t0 + Duration::from_secs(4)),
+            Outcome::Limited(Duration::from_secs(6))
+        );
+        assert_eq!(l.counted(k, t0), 2);
+        assert_eq!(l.check(k, t0 + Duration::from_secs(10)), Outcome::Allowed);
+    }
+
+    #[test]
+    fn checking_keys_stores_nothing() {
+        let l = Limiter::new(
+            Duration::from_secs(60),
+            1,
+            Duration::from_secs(60),
+            1000,
+            String::new(),
+        )
+        .counting_answers();
+        let t0 = Instant::now();
+        for i in 0..100_000u64 {
+            assert_eq!(l.check(flood_key(i), t0), Outcome::Allowed);
+        }
+        assert_eq!(l.keys(), 0, "a flood of checks costs no memory");
+        // A key blocked through the sketch (every slot limited) is refused by a check too.
+        for i in 0..5_000u64 {
+            l.hit(flood_key(i), t0);
+        }
+        assert!(l.keys() <= l.capacity());
+        let abuser = key(&l, "abuser");
+        l.hit(abuser, t0);
+        assert!(matches!(l.check(abuser, t0), Outcome::Limited(_)));
     }
 
     #[test]

@@ -1182,3 +1182,198 @@ requests_per_period = 1
         );
     }
 }
+
+// === rate limits that count answers ===
+
+const COUNTING: &str = r#"
+[[rate_limit]]
+id = "not-found"
+expression = 'starts_with(http.request.uri.path, "/api/")'
+counting_expression = 'http.response.code eq 404'
+period = "10s"
+requests_per_period = 2
+"#;
+
+impl Req {
+    fn facts(&self) -> RequestFacts<'_> {
+        RequestFacts {
+            peer: self.peer,
+            host: self.host,
+            method: self.method,
+            uri: self.uri,
+            tls: false,
+            sni: None,
+            headers: &self.headers,
+        }
+    }
+
+    /// Decides the request, then counts its answer with status `code` as the edge does.
+    fn answered(&self, p: &CompiledPolicy, code: u16, now: Instant) -> Decision {
+        let d = self.decide(p, now);
+        let checks = p.count_answers(
+            &d.answers,
+            &self.facts(),
+            d.client_ip,
+            None,
+            signpost_policy::ResponseFacts { code, edge_code: 0 },
+            now,
+        );
+        assert!(checks.is_empty(), "instance scope asks Redis nothing");
+        d
+    }
+}
+
+#[test]
+fn a_limit_counting_answers_trips_only_on_matching_answers() {
+    let p = compile(&format!("{COUNTING}{ZONE}"), Path::new("."));
+    let t0 = Instant::now();
+    let api = req("192.0.2.9", "/api/x");
+    // Any number of 200s: never counted.
+    for _ in 0..10 {
+        let d = api.answered(&p, 200, t0);
+        assert_eq!(d.verdict, Verdict::Proxy);
+        assert_eq!(d.answers.len(), 1, "the answer is handed to the edge");
+    }
+    // Two 404s are counted; the request after them is refused for the rest of the window.
+    assert_eq!(api.answered(&p, 404, t0).verdict, Verdict::Proxy);
+    assert_eq!(api.answered(&p, 404, t0).verdict, Verdict::Proxy);
+    let d = api.decide(&p, t0 + Duration::from_secs(4));
+    assert_eq!(
+        (d.verdict, d.rule_id.as_deref()),
+        (
+            Verdict::Refuse {
+                code: Code::RATE_LIMITED,
+                retry_after: Some(6)
+            },
+            Some("not-found")
+        )
+    );
+    assert!(
+        d.answers.is_empty(),
+        "a refused request's answer is not counted"
+    );
+    // Requests the match expression leaves out are neither checked nor counted.
+    let other = req("192.0.2.9", "/page").decide(&p, t0);
+    assert_eq!(other.verdict, Verdict::Proxy);
+    assert!(other.answers.is_empty());
+    // Another client is not affected; after the window the client is served again.
+    assert_eq!(
+        req("192.0.2.10", "/api/x").decide(&p, t0).verdict,
+        Verdict::Proxy
+    );
+    assert_eq!(
+        api.decide(&p, t0 + Duration::from_secs(10)).verdict,
+        Verdict::Proxy
+    );
+}
+
+#[test]
+fn a_mitigation_timeout_holds_after_the_counted_answers_stop() {
+    let text = format!("{}mitigation_timeout = \"1m\"\n{ZONE}", COUNTING);
+    let p = compile(&text, Path::new("."));
+    let t0 = Instant::now();
+    let api = req("192.0.2.9", "/api/x");
+    api.answered(&p, 404, t0);
+    api.answered(&p, 404, t0);
+    // Refused for a minute from the answer that reached the limit, well after the window.
+    for later in [1, 20, 59] {
+        let d = api.decide(&p, t0 + Duration::from_secs(later));
+        assert_eq!(
+            d.verdict,
+            Verdict::Refuse {
+                code: Code::RATE_LIMITED,
+                retry_after: Some(60 - later as u32)
+            },
+            "{later} s after"
+        );
+    }
+    assert_eq!(
+        api.decide(&p, t0 + Duration::from_secs(60)).verdict,
+        Verdict::Proxy
+    );
+}
+
+#[test]
+fn a_fleet_limit_counting_answers_checks_requests_and_counts_answers_in_redis() {
+    let text = r#"
+[redis]
+url = "redis://127.0.0.1:6379"
+
+[[rate_limit]]
+id = "not-found"
+scope = "fleet"
+counting_expression = 'http.response.code eq 404'
+period = "10s"
+requests_per_period = 3
+"#;
+    let p = compile(&format!("{text}{ZONE}"), Path::new("."));
+    let t0 = Instant::now();
+    let r = req("192.0.2.9", "/x");
+    let d = r.decide(&p, t0);
+    assert_eq!(d.fleet.len(), 1);
+    assert!(!d.fleet[0].counts(), "the request is only checked");
+    // Redis's scripts take one less than the rule's limit: the third answer trips it.
+    assert_eq!(d.fleet[0].limit(), 2);
+    let ok = |code| signpost_policy::ResponseFacts { code, edge_code: 0 };
+    let none = p.count_answers(&d.answers, &r.facts(), d.client_ip, None, ok(200), t0);
+    assert!(none.is_empty(), "a 200 is not counted");
+    let counted = p.count_answers(&d.answers, &r.facts(), d.client_ip, None, ok(404), t0);
+    assert_eq!(counted.len(), 1);
+    assert!(counted[0].counts());
+    assert_eq!(
+        counted[0].key(),
+        d.fleet[0].key(),
+        "one key for the check and the count"
+    );
+}
+
+#[test]
+fn new_settings_are_checked_at_their_place() {
+    let text = r#"[[zone]]
+name = "a"
+hosts = ["a.example"]
+origin = "127.0.0.1:1"
+[[zone.divert]]
+name = "maze"
+origin = "nope:99999"
+[[zone.divert]]
+name = "bad name"
+origin = "127.0.0.1:2"
+[[custom_rule]]
+id = "d1"
+action = "divert"
+divert = "mazr"
+expression = 'ip.src eq 192.0.2.1'
+[[custom_rule]]
+id = "d2"
+action = "divert"
+expression = 'ip.src eq 192.0.2.1'
+[[custom_rule]]
+id = "d3"
+action = "block"
+divert = "maze"
+expression = 'ip.src eq 192.0.2.1'
+[[rate_limit]]
+id = "r"
+expression = 'http.response.code eq 404'
+counting_expression = 'http.response.code eq 404 and nope'
+period = "1m"
+requests_per_period = 1
+"#;
+    let e = CompiledPolicy::from_toml(text, "policy.toml", Path::new("."), None)
+        .expect_err("must be refused")
+        .to_string();
+    for want in [
+        "policy.toml:7:10: ",
+        "policy.toml:9:8: `bad name` is not a divert name",
+        "policy.toml:14:10: no zone declares a divert named `mazr`",
+        "did you mean \"maze\"?",
+        "policy.toml:18:10: ",
+        "a divert rule names where it sends requests",
+        "policy.toml:23:10: `divert` goes with `action = \"divert\"` only",
+        "policy.toml:27:15: `http.response.code` is only available in error rules",
+        "policy.toml:28:",
+    ] {
+        assert!(e.contains(want), "{want:?} not in:\n{e}");
+    }
+}

@@ -281,7 +281,13 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
                 };
                 traced.zone = d.zone.map(|z| {
                     let zone = policy.zone(z);
-                    (zone.name.to_string(), zone.origin.to_string())
+                    // A diverted request goes to the divert's origin, which `signpost test`
+                    // asserts as `origin`.
+                    let origin = d
+                        .divert
+                        .and_then(|i| zone.diverts.get(i))
+                        .map_or(&zone.origin, |v| &v.origin);
+                    (zone.name.to_string(), origin.to_string())
                 });
                 traced.rule_id = d.rule_id.as_deref().map(str::to_owned);
                 traced.stopped_at = trace.stopped_at.map(str::to_owned);
@@ -808,6 +814,10 @@ struct Case {
     /// counters.
     #[serde(default)]
     sent_before: u32,
+    /// The status the `sent_before` requests were answered with, which rate limits with a
+    /// `counting_expression` count (default 200).
+    #[serde(default)]
+    answered: Option<u16>,
     expect: Expect,
 }
 
@@ -937,8 +947,22 @@ pub fn test_command(
                 // Counters of its own, so that the cases do not depend on each other's order.
                 let own =
                     CompiledPolicy::load(policy_path, None).map_err(|e| anyhow::anyhow!("{e}"))?;
+                let answered = signpost_policy::ResponseFacts {
+                    code: case.answered.unwrap_or(200),
+                    edge_code: 0,
+                };
                 for _ in 0..case.sent_before {
-                    let _ = own.decide(&request.facts(), now);
+                    let facts = request.facts();
+                    let d = own.decide(&facts, now);
+                    // Fleet rules' answers would be counted in Redis, which a test never asks.
+                    let _ = own.count_answers(
+                        &d.answers,
+                        &facts,
+                        d.client_ip,
+                        Some(&d.identity),
+                        answered,
+                        now,
+                    );
                 }
                 run(&own, request, now)
             });

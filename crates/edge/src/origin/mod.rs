@@ -2,6 +2,7 @@
 //! zone's timeouts) and the headers the edge adds to what it forwards. Pingora's proxy hooks and
 //! the Markdown path both take it from here.
 
+pub(crate) mod divert;
 pub(crate) mod errors;
 pub(crate) mod rescue;
 pub(crate) mod route;

@@ -307,6 +307,8 @@ impl CompiledPolicy {
             rule_id: None,
             logged: Vec::new(),
             fleet: Vec::new(),
+            answers: Vec::new(),
+            divert: None,
             identity: Identity::default(),
             crawl: None,
         }
@@ -356,6 +358,46 @@ impl CompiledPolicy {
             .errors
             .first_match(zone.map(ZoneId::index), &cx)
             .map(|rule| (&*rule.id, &rule.custom))
+    }
+
+    /// Counts the answer to a request that rules counting answers let through
+    /// ([`Decision::answers`], from this policy's decision: a reload's new policy has rules of
+    /// its own): each rule whose `counting_expression` matches the request and
+    /// `response` counts it, on this instance at once; for fleet-scope rules the checks returned
+    /// are for the edge to count in Redis ([`FleetCheck::counts`] is true), then report as
+    /// [`FleetCheck::shared`] or [`FleetCheck::fallback`] (whose verdicts only keep the cache
+    /// of refused keys: the answer is gone). `identity` is who the decision found the request to
+    /// be, for a counting expression that reads a bot field.
+    ///
+    /// [`FleetCheck::counts`]: crate::FleetCheck::counts
+    /// [`FleetCheck::shared`]: crate::FleetCheck::shared
+    /// [`FleetCheck::fallback`]: crate::FleetCheck::fallback
+    pub fn count_answers(
+        &self,
+        answers: &[crate::AnswerCount],
+        facts: &RequestFacts<'_>,
+        client_ip: std::net::IpAddr,
+        identity: Option<&Identity>,
+        response: ResponseFacts,
+        now: Instant,
+    ) -> Vec<crate::FleetCheck> {
+        if answers.is_empty() {
+            return Vec::new();
+        }
+        let mut cx = Cx::new(
+            facts,
+            crate::ipset::canonical(client_ip),
+            self.rules.country_db.as_ref(),
+            self.rules.asn_db.as_ref(),
+        );
+        cx.response = Some(response);
+        if let Some(identity) = identity {
+            cx.identity = identity.clone();
+        }
+        answers
+            .iter()
+            .filter_map(|a| self.rules.rate.get(a.rule)?.count_answer(a.key, &cx, now))
+            .collect()
     }
 
     /// The client's country (ISO code) from the country database, `None` without one or when

@@ -49,7 +49,7 @@ impl CompiledPolicy {
         self.browser_check(trust, &cx, d, t)?; // 1010
         self.hotlink(zone, &cx, d, t)?; // 1011
         self.legal_rules(&cx, d, t)?; // 1026
-        self.custom_rules(trust, &cx, d, t)?; // 1020
+        self.custom_rules(trust, zone, &cx, d, t)?; // 1020, divert
         self.crawl_control(trust, zone, facts, &cx, d, t)?; // 1020, 402, 400, 403
         self.rate_limits(&cx, now, d, t) // 1015
     }
@@ -219,6 +219,7 @@ impl CompiledPolicy {
     fn custom_rules<T: Tracer>(
         &self,
         trust: Trust,
+        zone: usize,
         cx: &Cx<'_>,
         d: &mut Decision,
         t: &mut T,
@@ -227,8 +228,9 @@ impl CompiledPolicy {
             t.phase(|| TraceStep::phase("custom_rules", VOUCHED));
             return ControlFlow::Continue(());
         }
-        t.phase(|| TraceStep::phase("custom_rules", "the first match in file order: block refuses (1020), allow ends the phases, log notes and goes on"));
-        self.rules.custom.check(cx, d, t)
+        t.phase(|| TraceStep::phase("custom_rules", "the first match in file order: block refuses (1020), allow ends the phases, divert ends them and sends the request to the zone's other origin, log notes and goes on"));
+        let diverts = self.zones.get(zone).map_or(&[][..], |z| &z.diverts);
+        self.rules.custom.check(cx, diverts, d, t)
     }
 
     /// Crawl control: the zone's action for the known crawler the request is or claims to be

@@ -103,7 +103,7 @@ pub(crate) fn compile(e: &Expr) -> Result<Filter, ExprError> {
 }
 
 /// [`compile`], where `response_fields` says whether the expression may read the answer's
-/// fields (`Needs::Response`): only error rules may.
+/// fields (`Needs::Response`): only error rules and a rate limit's `counting_expression` may.
 pub(crate) fn compile_in(e: &Expr, response_fields: bool) -> Result<Filter, ExprError> {
     let mut c = Compiler {
         needs_country: false,
@@ -374,7 +374,7 @@ impl Compiler {
                         return Err(ExprError::new(
                             v.span.clone(),
                             format!(
-                                "`{name}` is only available in error rules (`[[error_rule]]`, `[[zone.error_rule]]`): other rules run before there is a response"
+                                "`{name}` is only available in error rules (`[[error_rule]]`, `[[zone.error_rule]]`) and in a rate limit's `counting_expression`: other rules run before there is a response"
                             ),
                         ));
                     }

@@ -20,6 +20,8 @@ pub(crate) enum Action {
     Block,
     Allow,
     Log,
+    /// Custom rules: send the request to another origin the zone declares (`[[zone.divert]]`).
+    Divert,
 }
 
 impl Action {
@@ -29,6 +31,7 @@ impl Action {
             Action::Block => "block",
             Action::Allow => "allow",
             Action::Log => "log",
+            Action::Divert => "divert",
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind, did_you_mean};
 use crate::expr::{Cx, Filter, FilterIndex};
 use crate::file::PolicyFile;
+use crate::policy::Divert;
 use crate::trace::{TraceStep, Tracer};
 
 #[derive(Debug)]
@@ -16,6 +17,8 @@ pub(crate) struct CustomRule {
     id: Arc<str>,
     action: Action,
     filter: Filter,
+    /// For `divert`: the name of the zone's `[[zone.divert]]` it sends requests to.
+    divert: Option<Arc<str>>,
 }
 
 /// The custom rules in file order, with an index of which can match a request.
@@ -56,6 +59,14 @@ pub(super) fn validate_custom(
     needs: &mut Needs,
 ) -> Vec<CustomRule> {
     let mut custom = Vec::new();
+    // Every divert a zone declares: a rule may name any of them (a zone without it is not
+    // diverted, see `CustomRules::check`).
+    let declared: Vec<&str> = file
+        .zone
+        .iter()
+        .flat_map(|z| z.get_ref().divert.iter())
+        .map(|v| v.get_ref().name.get_ref().trim())
+        .collect();
     for r in &file.custom_rule {
         let r = r.get_ref();
         let id = ids.check(d, &r.id);
@@ -63,10 +74,13 @@ pub(super) fn validate_custom(
             "block" => Some(Action::Block),
             "allow" => Some(Action::Allow),
             "log" => Some(Action::Log),
+            "divert" => Some(Action::Divert),
             other => {
-                let hint = did_you_mean(other, ["block", "allow", "log"])
+                let hint = did_you_mean(other, ["block", "allow", "log", "divert"])
                     .map(|s| format!("did you mean \"{s}\"?"))
-                    .unwrap_or_else(|| "custom rules take \"block\", \"allow\" or \"log\"".into());
+                    .unwrap_or_else(|| {
+                        "custom rules take \"block\", \"allow\", \"log\" or \"divert\"".into()
+                    });
                 d.at_with_hint(
                     ProblemKind::Invalid,
                     sp(&r.action),
@@ -76,12 +90,69 @@ pub(super) fn validate_custom(
                 None
             }
         };
+        let divert = divert_name(d, r, action, &declared);
         let filter = expression(d, &r.expression, needs);
         if let (Some(action), Some(filter)) = (action, filter) {
-            custom.push(CustomRule { id, action, filter });
+            custom.push(CustomRule {
+                id,
+                action,
+                filter,
+                divert,
+            });
         }
     }
     custom
+}
+
+/// The divert a rule names: required with `action = "divert"`, refused with any other action,
+/// and declared by at least one zone.
+fn divert_name(
+    d: &mut Diagnostics<'_>,
+    r: &crate::file::CustomRuleFile,
+    action: Option<Action>,
+    declared: &[&str],
+) -> Option<Arc<str>> {
+    match (&r.divert, action) {
+        (None, Some(Action::Divert)) => {
+            d.at_with_hint(
+                ProblemKind::Invalid,
+                sp(&r.action),
+                "a divert rule names where it sends requests",
+                Some("add `divert = \"maze\"`, the name of a `[[zone.divert]]`".into()),
+            );
+            None
+        }
+        (Some(name), Some(Action::Divert)) => {
+            let v = name.get_ref().trim();
+            if declared.contains(&v) {
+                Some(Arc::from(v))
+            } else {
+                let hint = did_you_mean(v, declared.iter().copied())
+                    .map(|s| format!("did you mean \"{s}\"?"))
+                    .unwrap_or_else(|| {
+                        "declare it in the zones it serves: `[[zone.divert]]` with `name` and `origin`"
+                            .into()
+                    });
+                d.at_with_hint(
+                    ProblemKind::Invalid,
+                    sp(name),
+                    format!("no zone declares a divert named `{v}`"),
+                    Some(hint),
+                );
+                None
+            }
+        }
+        (Some(name), Some(_)) => {
+            d.at(
+                ProblemKind::Invalid,
+                sp(name),
+                "`divert` goes with `action = \"divert\"` only",
+            );
+            None
+        }
+        // An unknown action is reported already.
+        (None, _) | (Some(_), None) => None,
+    }
 }
 
 impl LegalRules {
@@ -128,6 +199,7 @@ impl CustomRules {
     pub(crate) fn check<T: Tracer>(
         &self,
         cx: &Cx<'_>,
+        diverts: &[Divert],
         decision: &mut Decision,
         t: &mut T,
     ) -> ControlFlow<()> {
@@ -144,11 +216,39 @@ impl CustomRules {
                 shown = i + 1;
             }
             let matched = r.filter.matches(cx);
-            t.rule(|| expression_step(&r.id, &r.filter, cx, matched, r.action));
+            // A divert this zone does not declare: the rule does not apply here.
+            let divert = r
+                .divert
+                .as_ref()
+                .map(|name| (name, diverts.iter().position(|v| v.name == *name)));
+            t.rule(|| {
+                let step = expression_step(&r.id, &r.filter, cx, matched, r.action);
+                match divert {
+                    Some((name, Some(i))) => step
+                        .param("divert", name)
+                        .param("origin", diverts[i].origin.to_string()),
+                    Some((name, None)) => TraceStep {
+                        description: format!(
+                            "this zone declares no divert `{name}`: the rule does not apply here"
+                        ),
+                        matched: false,
+                        ..step
+                    },
+                    None => step,
+                }
+            });
             if !matched {
                 continue;
             }
             match r.action {
+                Action::Divert => {
+                    let Some((_, Some(i))) = divert else {
+                        continue;
+                    };
+                    decision.divert = Some(i);
+                    decision.rule_id = Some(r.id.clone());
+                    return ControlFlow::Break(());
+                }
                 Action::Log => decision.logged.push(r.id.clone()),
                 Action::Block => {
                     return refuse(decision, Code::FIREWALL_RULE_BLOCKED, Some(r.id.clone()));

@@ -7,13 +7,13 @@ use std::time::{Duration, Instant};
 
 use http::header::HeaderName;
 
-use super::common::{Needs, RuleIds, expression, sp};
+use super::common::{Needs, RuleIds, expression, expression_in, sp};
 use crate::Code;
-use crate::decision::Decision;
+use crate::decision::{AnswerCount, AnswerKey, Decision};
 use crate::error::{Diagnostics, ProblemKind};
 use crate::expr::{Cx, Filter};
 use crate::file::PolicyFile;
-use crate::fleet::{FleetRule, RedisConfig};
+use crate::fleet::{FleetCheck, FleetRule, RedisConfig};
 use crate::ratelimit::{DEFAULT_MAX_KEYS, Limiter, Outcome, retry_secs};
 use crate::trace::{TraceStep, Tracer};
 use crate::verdict::Verdict;
@@ -42,6 +42,7 @@ const CHARACTERISTICS: &[&str] = &[
 pub(crate) struct RateSpec {
     id: Arc<str>,
     filter: Option<Filter>,
+    counting: Option<Filter>,
     characteristics: Vec<Characteristic>,
     period: Duration,
     limit: u32,
@@ -60,6 +61,33 @@ pub(crate) struct RateRule {
     pub(crate) limiter: Arc<Limiter>,
     /// Set for `scope = "fleet"`: counted in Redis, `limiter` only for the local fallback.
     fleet: Option<Arc<FleetRule>>,
+    /// Set for a rule with a `counting_expression`: its requests are only checked, and their
+    /// answers counted after the origin answers when this matches them.
+    counting: Option<Filter>,
+}
+
+impl RateRule {
+    /// Counts the answer of a request this rule let through under `key`, when the rule's
+    /// `counting_expression` matches it (`cx` holds the request and its answer): on this instance
+    /// at once, or, for fleet scope, by handing the edge the check for Redis's counting script.
+    pub(crate) fn count_answer(
+        &self,
+        key: AnswerKey,
+        cx: &Cx<'_>,
+        now: Instant,
+    ) -> Option<FleetCheck> {
+        if !self.counting.as_ref().is_some_and(|f| f.matches(cx)) {
+            return None;
+        }
+        match (key, &self.fleet) {
+            (AnswerKey::Fleet(digest), Some(fleet)) => Some(fleet.counted(digest, true)),
+            (AnswerKey::Local(key), _) => {
+                let _ = self.limiter.hit(key, now);
+                None
+            }
+            (AnswerKey::Fleet(_), None) => None,
+        }
+    }
 }
 
 /// Checks `[[rate_limit]]` entries.
@@ -75,6 +103,11 @@ pub(super) fn validate(
         let r = r.get_ref();
         let id = ids.check(d, &r.id);
         let filter = r.expression.as_ref().and_then(|e| expression(d, e, needs));
+        // The answer's fields are read here: this expression runs once the answer is known.
+        let counting = r
+            .counting_expression
+            .as_ref()
+            .and_then(|e| expression_in(d, e, needs, true));
         let mut characteristics = Vec::new();
         match &r.characteristics {
             None => characteristics.push(Characteristic::Ip),
@@ -165,12 +198,14 @@ pub(super) fn validate(
             },
         };
         let fingerprint = format!(
-            "{id}\u{0}{:?}\u{0}{characteristics:?}\u{0}{period:?}\u{0}{limit}\u{0}{mitigation:?}\u{0}{max_keys}",
+            "{id}\u{0}{:?}\u{0}{:?}\u{0}{characteristics:?}\u{0}{period:?}\u{0}{limit}\u{0}{mitigation:?}\u{0}{max_keys}",
             r.expression.as_ref().map(|e| e.get_ref().as_str()),
+            r.counting_expression.as_ref().map(|e| e.get_ref().as_str()),
         );
         rates.push(RateSpec {
             id,
             filter,
+            counting,
             characteristics,
             period,
             limit,
@@ -216,13 +251,18 @@ impl RateRule {
             .find(|p| p.limiter.fingerprint == spec.fingerprint)
             .map(|p| Arc::clone(&p.limiter))
             .unwrap_or_else(|| {
-                Arc::new(Limiter::new(
+                let limiter = Limiter::new(
                     spec.period,
                     spec.limit,
                     spec.mitigation,
                     spec.max_keys,
                     spec.fingerprint.clone(),
-                ))
+                );
+                Arc::new(if spec.counting.is_some() {
+                    limiter.counting_answers()
+                } else {
+                    limiter
+                })
             });
         let fleet = match (spec.fleet, redis) {
             (true, Some(redis)) => Some(
@@ -249,6 +289,7 @@ impl RateRule {
             characteristics: spec.characteristics,
             limiter,
             fleet,
+            counting: spec.counting,
         }
     }
 }
@@ -263,7 +304,7 @@ pub(crate) fn check<T: Tracer>(
     decision: &mut Decision,
     t: &mut T,
 ) -> ControlFlow<()> {
-    for r in rules {
+    for (rule, r) in rules.iter().enumerate() {
         if r.filter.as_ref().is_some_and(|f| !f.matches(cx)) {
             t.rule(|| r.step(cx, false, "the expression does not match: not counted"));
             continue;
@@ -272,17 +313,28 @@ pub(crate) fn check<T: Tracer>(
             // Shared key: the same on every instance (no per-process seed).
             let mut bytes = Vec::new();
             key_bytes(&r.characteristics, cx, |b| bytes.extend_from_slice(b));
-            match fleet.check(crate::fleet::digest(&bytes), now) {
+            let digest = crate::fleet::digest(&bytes);
+            match fleet.check(digest, now, r.counting.is_none()) {
                 Ok(check) => {
                     t.rule(|| {
                         r.step(
                             cx,
                             true,
-                            "fleet scope: the edge would ask Redis to count it",
+                            if r.counting.is_some() {
+                                "fleet scope: the edge would ask Redis whether the key is refused, and count the answer if the counting expression matches it"
+                            } else {
+                                "fleet scope: the edge would ask Redis to count it"
+                            },
                         )
                         .param("redis_key", check.key())
                     });
                     decision.fleet.push(check);
+                    if r.counting.is_some() {
+                        decision.answers.push(AnswerCount {
+                            rule,
+                            key: AnswerKey::Fleet(digest),
+                        });
+                    }
                 }
                 Err(verdict) => {
                     t.rule(|| {
@@ -290,6 +342,7 @@ pub(crate) fn check<T: Tracer>(
                     });
                     decision.verdict = verdict;
                     decision.rule_id = Some(r.id.clone());
+                    decision.answers.clear();
                     return ControlFlow::Break(());
                 }
             }
@@ -298,6 +351,31 @@ pub(crate) fn check<T: Tracer>(
         let mut h = r.limiter.key_hasher();
         key_bytes(&r.characteristics, cx, |b| h.write(b));
         let key = h.finish();
+        if r.counting.is_some() {
+            // Checked, not counted: the answer counts, later, if it matches.
+            let outcome = r.limiter.check(key, now);
+            t.rule(|| {
+                let over = matches!(outcome, Outcome::Limited(_));
+                r.step(
+                    cx,
+                    true,
+                    if over {
+                        "over the limit of counted answers: refused"
+                    } else {
+                        "within the limit of counted answers: the answer counts if the counting expression matches it"
+                    },
+                )
+                .param("count", r.limiter.counted(key, now))
+            });
+            if let Outcome::Limited(wait) = outcome {
+                return limited(r, wait, decision);
+            }
+            decision.answers.push(AnswerCount {
+                rule,
+                key: AnswerKey::Local(key),
+            });
+            continue;
+        }
         let outcome = if T::RECORDS {
             let (count, outcome) = r.limiter.peek(key, now);
             t.rule(|| {
@@ -318,15 +396,23 @@ pub(crate) fn check<T: Tracer>(
             r.limiter.hit(key, now)
         };
         if let Outcome::Limited(wait) = outcome {
-            decision.verdict = Verdict::Refuse {
-                code: Code::RATE_LIMITED,
-                retry_after: Some(retry_secs(wait)),
-            };
-            decision.rule_id = Some(r.id.clone());
-            return ControlFlow::Break(());
+            return limited(r, wait, decision);
         }
     }
     ControlFlow::Continue(())
+}
+
+/// The rule's action on a key over its limit, for `wait` more: the refusal (1015) with its
+/// retry time. Every way a rate limit refuses comes here, so that another action (a challenge)
+/// is one change. A request refused is not counted by any rule that counts answers.
+fn limited(r: &RateRule, wait: Duration, decision: &mut Decision) -> ControlFlow<()> {
+    decision.verdict = Verdict::Refuse {
+        code: Code::RATE_LIMITED,
+        retry_after: Some(retry_secs(wait)),
+    };
+    decision.rule_id = Some(r.id.clone());
+    decision.answers.clear();
+    ControlFlow::Break(())
 }
 
 impl RateRule {
@@ -342,6 +428,9 @@ impl RateRule {
             },
         };
         let (period_ms, limit, mitigation_ms) = self.limiter.limits();
+        if let Some(counting) = &self.counting {
+            step = step.param("counting_expression", &*counting.text);
+        }
         if matched {
             let key: Vec<String> = self
                 .characteristics
