@@ -44,8 +44,10 @@ mod code;
 mod custom;
 mod html;
 mod json;
+mod language;
 mod markdown;
 mod negotiate;
+mod people;
 mod problem;
 mod render;
 mod tokens;
@@ -58,10 +60,12 @@ pub use custom::{
     Custom, FIXED_MEMBERS, HEADER_MEMBERS, MAX_ASSET_BYTES, MAX_INLINE_CONTENT, TEXT_MEMBERS,
     check_json_content,
 };
+pub use language::{Language, MAX_ACCEPT_LANGUAGE, MAX_LANGUAGE_RANGES};
 pub use markdown::yaml_scalar;
 pub use negotiate::{Format, MAX_ACCEPT_ENTRIES, negotiate, negotiate_offering_text};
+pub use people::{Reason, Visitor};
 pub use problem::{Branding, CACHE_CONTROL, Problem, RAY_ID_HEADER};
-pub use render::{DEFAULT_RETRY_AFTER, Rendered, render, render_custom};
+pub use render::{DEFAULT_RETRY_AFTER, Rendered, render, render_custom, render_for_visitor};
 pub use tokens::{
     Escape, TOKENS, TokenValues, escape_into, expand, markdown_text, token_list, unknown_tokens,
 };
