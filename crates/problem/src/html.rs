@@ -102,10 +102,10 @@ pub(crate) fn render(
         (None, Some(detail)) => detail.as_str(),
         (None, None) => entry.detail.as_str(),
     };
-    // The operator's detail is the whole of what happened.
+    // The cause is told on the code it explains only.
     let reason = visitor
         .reason
-        .filter(|r| custom.detail.is_none() && r.code() == entry.code.get())
+        .filter(|r| r.code() == entry.code.get())
         .and_then(|r| r.sentence(book));
     let guidance = match &custom.what_you_should_do {
         Some(_) => prose.guidance.clone(),
