@@ -112,7 +112,10 @@ fn get(edge: &Edge, host: &str, path: &str, client: &str, headers: &[(&str, &str
     let mut request = http
         .get(format!("http://{host}:{}{path}", edge.addr.port()))
         .header("x-forwarded-for", client);
-    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("user-agent")) {
+    if !headers
+        .iter()
+        .any(|(n, _)| n.eq_ignore_ascii_case("user-agent"))
+    {
         request = request.header("user-agent", "Mozilla/5.0 (X11; Linux x86_64) e2e");
     }
     for (name, value) in headers {
@@ -151,7 +154,12 @@ fn a_refusal_page_follows_accept_language() {
             "Zugriff verweigert",
             "Eine Firewall-Regel des Website-Betreibers trifft auf diese Anfrage zu.",
         ),
-        (Some("ja, zh;q=0.5"), "en", "Access denied", "A firewall rule"),
+        (
+            Some("ja, zh;q=0.5"),
+            "en",
+            "Access denied",
+            "A firewall rule",
+        ),
     ];
     for (accept_language, tag, h1, reason) in cases {
         let mut headers = vec![("accept", BROWSER)];
@@ -175,7 +183,9 @@ fn a_refusal_page_follows_accept_language() {
         assert_eq!(lang.as_deref(), Some(tag), "{what}");
         assert_eq!(got.text("main h1").as_deref(), Some(h1), "{what}");
         assert!(got.text("title").unwrap().contains("1020"), "{what}");
-        let shown_reason = got.text("section[aria-labelledby=happened] p.reason").unwrap();
+        let shown_reason = got
+            .text("section[aria-labelledby=happened] p.reason")
+            .unwrap();
         assert!(shown_reason.starts_with(reason), "{what}: {shown_reason}");
         let ray = got.header("cf-ray").unwrap().to_owned();
         assert_eq!(got.text("dd.ray-id"), Some(ray), "{what}");
@@ -260,7 +270,10 @@ fn refusals_say_why_in_the_readers_language() {
     let (status, code, empty) = page("192.0.2.10", "/", "", "fr");
     assert_eq!((status, code.as_str()), (403, "1010"));
     assert!(
-        empty.as_deref().unwrap().contains("aucun en-tête User-Agent"),
+        empty
+            .as_deref()
+            .unwrap()
+            .contains("aucun en-tête User-Agent"),
         "{empty:?}"
     );
     let (_, code, rule) = page("192.0.2.10", "/wp-admin", browser, "en");
@@ -310,7 +323,10 @@ fn a_zone_fixes_the_language_of_its_pages() {
     );
     assert_eq!(got.status, 522);
     assert_eq!(got.header("retry-after"), Some("120"));
-    assert_eq!(got.text("main h1").as_deref(), Some("Délai de connexion dépassé"));
+    assert_eq!(
+        got.text("main h1").as_deref(),
+        Some("Délai de connexion dépassé")
+    );
     // The other zone negotiates.
     let got = get(
         &edge,

@@ -155,7 +155,10 @@ mod tests {
     #[test]
     fn fill_replaces_each_placeholder_once() {
         assert_eq!(
-            fill("Error {code}: {title}", &[("code", "1015"), ("title", "{code}")]),
+            fill(
+                "Error {code}: {title}",
+                &[("code", "1015"), ("title", "{code}")]
+            ),
             "Error 1015: {code}"
         );
         assert_eq!(fill("{n} s", &[("n", "7")]), "7 s");

@@ -72,10 +72,7 @@ impl Language {
         // Per language: (weight in thousandths, index of the range that gave it).
         let mut named: [Option<(u16, usize)>; 3] = [None; 3];
         let mut any: Option<(u16, usize)> = None;
-        for (index, range) in split_list(header)
-            .take(MAX_LANGUAGE_RANGES)
-            .enumerate()
-        {
+        for (index, range) in split_list(header).take(MAX_LANGUAGE_RANGES).enumerate() {
             let mut parts = range.split(|&b| b == b';');
             let tag = trim_ows(parts.next().unwrap_or_default());
             let mut weight = Some(1000);
@@ -154,14 +151,30 @@ mod tests {
         assert_eq!(n("fr, de"), Language::Fr, "equal weights: the first listed");
         assert_eq!(n("de;q=0.8, fr;q=0.8"), Language::De);
         assert_eq!(n("fr;q=0, de;q=0.1"), Language::De);
-        assert_eq!(n("en;q=0, fr;q=0, de;q=0"), Language::En, "all refused: the default");
+        assert_eq!(
+            n("en;q=0, fr;q=0, de;q=0"),
+            Language::En,
+            "all refused: the default"
+        );
         assert_eq!(n("fr-CH;q=0.2, fr;q=0.9, de;q=0.5"), Language::Fr);
         assert_eq!(n("*, fr;q=0.5"), Language::En, "`*` ranks the others first");
-        assert_eq!(n("en;q=0, *;q=0.5"), Language::Fr, "`*` covers what is not named");
+        assert_eq!(
+            n("en;q=0, *;q=0.5"),
+            Language::Fr,
+            "`*` covers what is not named"
+        );
         assert_eq!(n("FR ; Q=1, en;q=0.9"), Language::Fr, "case and whitespace");
-        assert_eq!(n("fr;q=2, de;q=0.1"), Language::De, "a bad weight drops its range");
+        assert_eq!(
+            n("fr;q=2, de;q=0.1"),
+            Language::De,
+            "a bad weight drops its range"
+        );
         assert_eq!(n("fr;q=abc"), Language::En);
-        assert_eq!(n("french, deutsch"), Language::En, "whole primary subtags only");
+        assert_eq!(
+            n("french, deutsch"),
+            Language::En,
+            "whole primary subtags only"
+        );
     }
 
     #[test]

@@ -506,7 +506,10 @@ todo = "**x**"
                 row[0].len() == 2 && row[0].bytes().all(|b| b.is_ascii_uppercase()),
                 "{row:?}"
             );
-            assert!(row[1..].iter().all(|name| !name.trim().is_empty()), "{row:?}");
+            assert!(
+                row[1..].iter().all(|name| !name.trim().is_empty()),
+                "{row:?}"
+            );
         }
         assert_eq!(country_name("SE", Language::En), Some("Sweden"));
         assert_eq!(country_name("SE", Language::Fr), Some("Suède"));

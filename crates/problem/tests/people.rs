@@ -363,11 +363,7 @@ fn failure_pages_stay_compact() {
                 std::str::from_utf8(&page(&p, &in_language(language)).body).unwrap(),
             );
             let card = doc.select(&sel("main > article.card")).next().unwrap();
-            let last = card
-                .children()
-                .filter_map(ElementRef::wrap)
-                .last()
-                .unwrap();
+            let last = card.children().filter_map(ElementRef::wrap).last().unwrap();
             assert_eq!(last.value().name(), "dl", "the details close the card");
             let after_main = doc
                 .select(&sel("body > main + footer"))

@@ -198,13 +198,11 @@ fn answer_for(
     let visitor = if format == Format::Html {
         let (zone, client) = asked.who(policy);
         let fixed = zone.and_then(|z| policy.zone(z).language);
-        let accept_language = crate::request::facts::header_list(
-            asked.facts.headers,
-            http::header::ACCEPT_LANGUAGE,
-        );
+        let accept_language =
+            crate::request::facts::header_list(asked.facts.headers, http::header::ACCEPT_LANGUAGE);
         // Crawl control's message is its detail, and still a crawl refusal.
-        let explained = refused
-            .filter(|r| r.crawl.is_some() || custom.is_none_or(|c| c.detail.is_none()));
+        let explained =
+            refused.filter(|r| r.crawl.is_some() || custom.is_none_or(|c| c.detail.is_none()));
         let (reason, found) = match explained {
             Some(r) => reason(policy, asked, client, entry.code, r),
             None => (None, None),

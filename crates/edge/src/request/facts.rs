@@ -79,7 +79,10 @@ pub fn accept_of(headers: &http::HeaderMap) -> Option<Cow<'_, [u8]>> {
 
 /// Every field line of the list header `name` as one list (`Accept`, `Accept-Language`).
 /// Borrowed in the usual case of a single line.
-pub fn header_list(headers: &http::HeaderMap, name: http::header::HeaderName) -> Option<Cow<'_, [u8]>> {
+pub fn header_list(
+    headers: &http::HeaderMap,
+    name: http::header::HeaderName,
+) -> Option<Cow<'_, [u8]>> {
     let mut lines = headers.get_all(name).iter();
     let first = lines.next()?;
     let mut rest = lines.peekable();

@@ -555,10 +555,16 @@ mod tests {
     #[test]
     fn a_zone_may_fix_the_language_of_its_pages() {
         let zone = |extra: &str| {
-            format!("[[zone]]\nname = \"a\"\nhosts = [\"x.com\"]\norigin = \"127.0.0.1:1\"\n{extra}")
+            format!(
+                "[[zone]]\nname = \"a\"\nhosts = [\"x.com\"]\norigin = \"127.0.0.1:1\"\n{extra}"
+            )
         };
         let p = CompiledPolicy::from_toml(&zone(""), "t.toml", Path::new("."), None).unwrap();
-        assert_eq!(p.zones()[0].language, None, "by default, Accept-Language decides");
+        assert_eq!(
+            p.zones()[0].language,
+            None,
+            "by default, Accept-Language decides"
+        );
         for (tag, language) in [
             ("fr", signpost_problem::Language::Fr),
             ("DE", signpost_problem::Language::De),
