@@ -10,6 +10,11 @@
 //! askama). The crate does no I/O and knows nothing of Pingora, so it is tested and benched on
 //! plain values.
 //!
+//! The HTML page is written for a person, not an agent: what happened and what a visitor can do,
+//! in the [`Language`] a [`Visitor`] reads (English, French or German, from `Accept-Language` or
+//! fixed by the zone), with the cause of a refusal when the edge knows it ([`Reason`]). The
+//! agents' JSON and Markdown do not depend on the visitor.
+//!
 //! ```
 //! use std::time::{Duration, UNIX_EPOCH};
 //! use signpost_problem::{lookup, negotiate, render, Branding, Code, Format, Problem};
