@@ -41,6 +41,8 @@ mod markdown_cache;
 mod origin_failures;
 // Running it: live reload under load, metrics, health, graceful shutdown, JSON logs.
 mod ops;
+// The pages for people: Accept-Language, a zone's fixed language, the cause of a refusal.
+mod pages;
 // The policy's codes through the running edge: 1005 1006 1009 1010 1011 1015 1020 1026.
 mod policy;
 // One truth on every route: the proxy and Markdown routes over HTTP/1.1 and HTTP/2, what the

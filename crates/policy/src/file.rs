@@ -128,6 +128,7 @@ pub(crate) struct ZoneFile {
     pub write_timeout: Option<Spanned<String>>,
     pub max_body_size: Option<Spanned<String>>,
     pub allow_trace: Option<bool>,
+    pub language: Option<Spanned<String>>,
     pub markdown: Option<crate::markdown::MarkdownFile>,
     pub origin_errors: Option<OriginErrorsFile>,
     #[serde(default)]

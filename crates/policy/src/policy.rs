@@ -196,6 +196,9 @@ pub struct Zone {
     pub max_body_size: u64,
     /// Whether TRACE and TRACK are forwarded (`allow_trace`, default false: 405).
     pub allow_trace: bool,
+    /// The language of the edge's error pages for people (`language`); `None` (the default)
+    /// follows each request's `Accept-Language`.
+    pub language: Option<signpost_problem::Language>,
     /// `[zone.markdown]`: origin HTML converted to Markdown for agents.
     pub markdown: crate::markdown::MarkdownConfig,
     /// `[zone.origin_errors] structured`: an origin's 4xx or 5xx whose body is not structured
@@ -454,6 +457,25 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Path) -
             .max_body_size
             .as_ref()
             .map_or(DEFAULT_MAX_BODY_SIZE, |v| size(d, v, DEFAULT_MAX_BODY_SIZE));
+        let language = z.language.as_ref().and_then(|l| {
+            let found = signpost_problem::Language::from_tag(l.get_ref().trim());
+            if found.is_none() {
+                let shipped: Vec<&str> = signpost_problem::Language::ALL
+                    .iter()
+                    .map(|l| l.tag())
+                    .collect();
+                d.at(
+                    ProblemKind::Invalid,
+                    span(l),
+                    format!(
+                        "`{}` is not a language of the error pages; write one of \"{}\", or leave `language` out to follow each request's Accept-Language",
+                        l.get_ref(),
+                        shipped.join("\", \"")
+                    ),
+                );
+            }
+            found
+        });
         let markdown = crate::markdown::compile(d, z.markdown.as_ref());
         let crawl = crate::crawl::compile(d, z.crawl.as_ref());
         let robots = crate::robots::compile(d, z.robots.as_ref());
@@ -469,6 +491,7 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Path) -
                 write_timeout,
                 max_body_size,
                 allow_trace: z.allow_trace.unwrap_or(false),
+                language,
                 markdown,
                 origin_errors_structured: z
                     .origin_errors

@@ -10,6 +10,11 @@
 //! askama). The crate does no I/O and knows nothing of Pingora, so it is tested and benched on
 //! plain values.
 //!
+//! The HTML page is written for a person, not an agent: what happened and what a visitor can do,
+//! in the [`Language`] a [`Visitor`] reads (English, French or German, from `Accept-Language` or
+//! fixed by the zone), with the cause of a refusal when the edge knows it ([`Reason`]). The
+//! agents' JSON and Markdown do not depend on the visitor.
+//!
 //! ```
 //! use std::time::{Duration, UNIX_EPOCH};
 //! use signpost_problem::{lookup, negotiate, render, Branding, Code, Format, Problem};
@@ -44,8 +49,10 @@ mod code;
 mod custom;
 mod html;
 mod json;
+mod language;
 mod markdown;
 mod negotiate;
+mod people;
 mod problem;
 mod render;
 mod tokens;
@@ -58,10 +65,12 @@ pub use custom::{
     Custom, FIXED_MEMBERS, HEADER_MEMBERS, MAX_ASSET_BYTES, MAX_INLINE_CONTENT, TEXT_MEMBERS,
     check_json_content,
 };
+pub use language::{Language, MAX_ACCEPT_LANGUAGE, MAX_LANGUAGE_RANGES};
 pub use markdown::yaml_scalar;
 pub use negotiate::{Format, MAX_ACCEPT_ENTRIES, negotiate, negotiate_offering_text};
+pub use people::{Reason, Visitor};
 pub use problem::{Branding, CACHE_CONTROL, Problem, RAY_ID_HEADER};
-pub use render::{DEFAULT_RETRY_AFTER, Rendered, render, render_custom};
+pub use render::{DEFAULT_RETRY_AFTER, Rendered, render, render_custom, render_for_visitor};
 pub use tokens::{
     Escape, TOKENS, TokenValues, escape_into, expand, markdown_text, token_list, unknown_tokens,
 };

@@ -183,7 +183,7 @@ fn pick(accept: Option<&[u8]>, offers: &[Offer]) -> Format {
 
 /// Splits a comma-separated header list, keeping commas inside quoted strings, and trims
 /// optional whitespace. Linear in the input; yields lazily so the caller's cap bounds the work.
-fn split_list(header: &[u8]) -> impl Iterator<Item = &[u8]> {
+pub(crate) fn split_list(header: &[u8]) -> impl Iterator<Item = &[u8]> {
     let mut rest = header;
     std::iter::from_fn(move || {
         loop {
@@ -219,7 +219,7 @@ fn split_list(header: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
-fn trim_ows(mut s: &[u8]) -> &[u8] {
+pub(crate) fn trim_ows(mut s: &[u8]) -> &[u8] {
     while let [b' ' | b'\t', tail @ ..] = s {
         s = tail;
     }
@@ -248,7 +248,7 @@ fn parse_range(raw: &[u8]) -> Option<(MediaType<'_>, u16)> {
 }
 
 /// RFC 9110 §12.4.2: `qvalue = ( "0" [ "." 0*3DIGIT ] ) / ( "1" [ "." 0*3("0") ] )`.
-fn parse_qvalue(s: &str) -> Option<u16> {
+pub(crate) fn parse_qvalue(s: &str) -> Option<u16> {
     let bytes = s.as_bytes();
     let (&first, rest) = bytes.split_first()?;
     let decimals = match rest {

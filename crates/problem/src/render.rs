@@ -5,7 +5,9 @@
 use bytes::Bytes;
 
 use crate::custom::Custom;
+use crate::language::Language;
 use crate::negotiate::Format;
+use crate::people::Visitor;
 use crate::problem::{Branding, CACHE_CONTROL, Problem, Prose, RAY_ID_HEADER, View};
 use crate::tokens::{Escape, TokenValues, expand};
 use crate::{html, json, markdown};
@@ -21,11 +23,18 @@ pub struct Rendered {
     pub body: Bytes,
     /// The `Retry-After` seconds, `Some` exactly when retryable.
     pub retry_after: Option<u32>,
+    /// The language of the edge's own page for people, for `Content-Language`; `None` for the
+    /// agents' formats (whose text is the contract's) and for an operator's own page or text.
+    pub language: Option<Language>,
+    /// Whether `language` followed the request's `Accept-Language`, which `Vary` then names.
+    pub language_negotiated: bool,
 }
 
 impl Rendered {
     /// The response headers, in order: `Content-Type`, `Content-Length`, `Cache-Control`,
-    /// `Vary: Accept` (the body depends on it), `X-Content-Type-Options`, for HTML a
+    /// `Vary: Accept` (the body depends on it; `Accept, Accept-Language` for a page whose
+    /// language was negotiated), `Content-Language` for the edge's own page,
+    /// `X-Content-Type-Options`, for HTML a
     /// `Content-Security-Policy` that allows only the inline style, `Retry-After` when retryable,
     /// and the ray id under [`RAY_ID_HEADER`].
     pub fn headers(&self, ray_id: &str) -> Vec<(&'static str, String)> {
@@ -33,9 +42,20 @@ impl Rendered {
             ("content-type", self.format.content_type().to_string()),
             ("content-length", self.body.len().to_string()),
             ("cache-control", CACHE_CONTROL.to_string()),
-            ("vary", "Accept".to_string()),
-            ("x-content-type-options", "nosniff".to_string()),
+            (
+                "vary",
+                if self.language.is_some() && self.language_negotiated {
+                    "Accept, Accept-Language"
+                } else {
+                    "Accept"
+                }
+                .to_string(),
+            ),
         ];
+        if let Some(language) = self.language {
+            headers.push(("content-language", language.tag().to_string()));
+        }
+        headers.push(("x-content-type-options", "nosniff".to_string()));
         if self.format == Format::Html {
             headers.push((
                 "content-security-policy",
@@ -67,7 +87,8 @@ pub fn render(problem: &Problem<'_>, format: Format, branding: &Branding) -> Ren
 /// own and gives none.
 pub const DEFAULT_RETRY_AFTER: u32 = 60;
 
-/// Renders `problem` in `format` as the operator's rule `custom` says (see [`Custom`]).
+/// Renders `problem` in `format` as the operator's rule `custom` says (see [`Custom`]), for an
+/// English reader the edge knows nothing more about ([`Visitor::default`]).
 ///
 /// `tokens` gives the request's values of `::CLIENT_IP::`, `::GEO::` and `::HOST::`; the ray id,
 /// code, wait and zone are the problem's. Every token value is escaped for where it lands.
@@ -77,6 +98,27 @@ pub fn render_custom(
     branding: &Branding,
     custom: &Custom,
     tokens: &TokenValues<'_>,
+) -> Rendered {
+    render_for_visitor(
+        problem,
+        format,
+        branding,
+        custom,
+        tokens,
+        &Visitor::default(),
+    )
+}
+
+/// As [`render_custom`], with the page for people written for `visitor`: in its language, with
+/// what the edge knows of the refusal's cause. The agents' formats (JSON, Markdown, text) do
+/// not depend on `visitor`: their text is the contract's.
+pub fn render_for_visitor(
+    problem: &Problem<'_>,
+    format: Format,
+    branding: &Branding,
+    custom: &Custom,
+    tokens: &TokenValues<'_>,
+    visitor: &Visitor<'_>,
 ) -> Rendered {
     let entry = problem.entry;
     // Plain text is the operator's `text` and nothing else: without one, the closest answer a
@@ -118,15 +160,19 @@ pub fn render_custom(
         }
         Format::Html => match &custom.html {
             Some(page) => expand(page, &tokens, Escape::Html).into_bytes(),
-            None => html::render(&view, &prose(Escape::None), branding),
+            None => html::render(&view, &prose(Escape::None), branding, custom, visitor),
         },
         Format::Text => text_body(custom.text.as_deref().unwrap_or_default(), &tokens),
     };
+    // The edge's own page is in the visitor's language; an operator's page is its own.
+    let language = (format == Format::Html && custom.html.is_none()).then_some(visitor.language);
     Rendered {
         status: view.status,
         format,
         body: Bytes::from(body),
         retry_after,
+        language,
+        language_negotiated: visitor.negotiated,
     }
 }
 

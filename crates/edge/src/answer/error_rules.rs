@@ -11,7 +11,7 @@ use std::net::IpAddr;
 
 use pingora::proxy::Session;
 use signpost_policy::{CompiledPolicy, CrawlRefusal, RequestFacts, ResponseFacts, ZoneId};
-use signpost_problem::{CatalogEntry, Custom, Format, TokenValues};
+use signpost_problem::{CatalogEntry, Code, Custom, Format, Reason, TokenValues, Visitor};
 
 use crate::answer::{Answer, Dressing};
 use crate::request::facts::Facts;
@@ -93,11 +93,52 @@ pub fn dress<'p>(
     };
     let crawl_custom = refused.crawl.map(crate::crawl::custom);
     let custom = rule.as_ref().map(|r| r.custom).or(crawl_custom.as_ref());
-    let mut answer = render_for(policy, asked, ray, entry, custom, refused.retry_after)?;
+    let mut answer = answer_for(
+        policy,
+        asked,
+        ray,
+        entry,
+        custom,
+        refused.retry_after,
+        Some(refused),
+    )?;
     if let Some(refusal) = refused.crawl {
         crate::crawl::add_headers(&mut answer.head, refusal)?;
     }
     Ok((answer, rule))
+}
+
+/// Why the edge refused, as far as its page tells a person: the class of a 1010 (no User-Agent,
+/// or a listed one) and of a 1020 (a site rule, or crawl control); for a 1009 the client's
+/// country, returned apart (the reason borrows it). Nothing for an answer no refusal made (the
+/// error test endpoint: no rule refused).
+fn reason<'r>(
+    policy: &CompiledPolicy,
+    asked: &Asked<'_>,
+    client: IpAddr,
+    code: Code,
+    refused: &Refused<'_>,
+) -> (Option<Reason<'r>>, Option<String>) {
+    match code {
+        Code::COUNTRY_BANNED if refused.by.is_some() => (None, policy.country(client)),
+        Code::BROWSER_SIGNATURE_BANNED if refused.by.is_some() => {
+            // As the browser check reads it: an absent or blank User-Agent is empty.
+            let empty = asked
+                .facts
+                .headers
+                .get(http::header::USER_AGENT)
+                .is_none_or(|ua| ua.as_bytes().trim_ascii().is_empty());
+            let reason = if empty {
+                Reason::NoUserAgent
+            } else {
+                Reason::ListedUserAgent
+            };
+            (Some(reason), None)
+        }
+        Code::FIREWALL_RULE_BLOCKED if refused.crawl.is_some() => (Some(Reason::Crawler), None),
+        Code::FIREWALL_RULE_BLOCKED if refused.by.is_some() => (Some(Reason::SiteRule), None),
+        _ => (None, None),
+    }
 }
 
 /// The rule that speaks for an answer with HTTP status `status` and catalog code `edge_code` (0
@@ -134,8 +175,46 @@ pub fn render_for(
     custom: Option<&Custom>,
     retry_after: Option<u32>,
 ) -> pingora::Result<Answer> {
+    answer_for(policy, asked, ray, entry, custom, retry_after, None)
+}
+
+/// [`render_for`], for the edge's own refusal `refused` when it is one: its page then tells a
+/// person what the edge knows of the cause, unless an error rule says what happened in its own
+/// words.
+fn answer_for(
+    policy: &CompiledPolicy,
+    asked: &Asked<'_>,
+    ray: RayId,
+    entry: &'static CatalogEntry,
+    custom: Option<&Custom>,
+    retry_after: Option<u32>,
+    refused: Option<&Refused<'_>>,
+) -> pingora::Result<Answer> {
     let accept = crate::request::facts::accept_of(asked.facts.headers);
     let format = format(accept.as_deref(), custom);
+    // Only a page reads who its reader is: the zone's language when it fixes one, else the
+    // request's Accept-Language; and the cause.
+    let country;
+    let visitor = if format == Format::Html {
+        let (zone, client) = asked.who(policy);
+        let fixed = zone.and_then(|z| policy.zone(z).language);
+        let accept_language =
+            crate::request::facts::header_list(asked.facts.headers, http::header::ACCEPT_LANGUAGE);
+        // Crawl control's message is its detail, and still a crawl refusal.
+        let explained =
+            refused.filter(|r| r.crawl.is_some() || custom.is_none_or(|c| c.detail.is_none()));
+        let (reason, found) = match explained {
+            Some(r) => reason(policy, asked, client, entry.code, r),
+            None => (None, None),
+        };
+        country = found;
+        Visitor {
+            reason: reason.or_else(|| country.as_deref().map(Reason::Country)),
+            ..Visitor::for_request(accept_language.as_deref(), fixed)
+        }
+    } else {
+        Visitor::default()
+    };
     let values = custom.map(|_| RequestValues::of(policy, asked));
     let dressing = custom
         .zip(values.as_ref())
@@ -151,6 +230,7 @@ pub fn render_for(
         retry_after,
         policy.problem_branding(),
         dressing.as_ref(),
+        &visitor,
     )
 }
 

@@ -12,7 +12,9 @@ use bytes::Bytes;
 use pingora::Result;
 use pingora::http::ResponseHeader;
 use pingora::proxy::Session;
-use signpost_problem::{Branding, CatalogEntry, Code, Custom, Format, Problem, TokenValues};
+use signpost_problem::{
+    Branding, CatalogEntry, Code, Custom, Format, Problem, TokenValues, Visitor,
+};
 
 use crate::request::ray::RayId;
 
@@ -33,7 +35,12 @@ pub struct Dressing<'a> {
 impl Answer {
     /// Renders `entry` for the request `ray`, as `format` asks. `zone` is the host the client
     /// asked for, normalised; `retry_after` the wait when it is not the catalog's; `dressing`
-    /// the operator's error rule, when one matched.
+    /// the operator's error rule, when one matched; `visitor` who reads the page for people (its
+    /// language, what the edge knows of the refusal's cause).
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "each is one fact of the answer, named at the call; a struct would only rename them"
+    )]
     pub fn new(
         entry: &'static CatalogEntry,
         format: Format,
@@ -42,6 +49,7 @@ impl Answer {
         retry_after: Option<u32>,
         branding: &Branding,
         dressing: Option<&Dressing<'_>>,
+        visitor: &Visitor<'_>,
     ) -> Result<Answer> {
         let ray = ray.to_hex();
         let problem = Problem {
@@ -51,12 +59,14 @@ impl Answer {
             zone,
             retry_after,
         };
-        let rendered = match dressing {
-            Some(d) => {
-                signpost_problem::render_custom(&problem, format, branding, &d.custom, &d.tokens)
-            }
-            None => signpost_problem::render(&problem, format, branding),
+        let no_rule = Custom::default();
+        let (custom, tokens) = match dressing {
+            Some(d) => (&*d.custom, d.tokens),
+            None => (&no_rule, TokenValues::default()),
         };
+        let rendered = signpost_problem::render_for_visitor(
+            &problem, format, branding, custom, &tokens, visitor,
+        );
         let mut head = ResponseHeader::build(rendered.status, Some(8))?;
         if head.status.canonical_reason().is_none() {
             // 52x and 530 have no standard reason phrase: say what they mean on the status line.

@@ -74,7 +74,16 @@ pub fn accept(session: &Session) -> Option<Cow<'_, [u8]>> {
 
 /// [`accept`] of a header map (a synthetic request's, for a trace).
 pub fn accept_of(headers: &http::HeaderMap) -> Option<Cow<'_, [u8]>> {
-    let mut lines = headers.get_all(http::header::ACCEPT).iter();
+    header_list(headers, http::header::ACCEPT)
+}
+
+/// Every field line of the list header `name` as one list (`Accept`, `Accept-Language`).
+/// Borrowed in the usual case of a single line.
+pub fn header_list(
+    headers: &http::HeaderMap,
+    name: http::header::HeaderName,
+) -> Option<Cow<'_, [u8]>> {
+    let mut lines = headers.get_all(name).iter();
     let first = lines.next()?;
     let mut rest = lines.peekable();
     if rest.peek().is_none() {

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use pingora::ErrorType;
 use pingora::protocols::http::ServerSession;
-use signpost_problem::{Branding, Code};
+use signpost_problem::{Branding, Code, Visitor};
 
 use crate::answer::Answer;
 use crate::connection::conncap::ConnectionMetrics;
@@ -106,6 +106,8 @@ pub async fn answer_unreadable(
         branding,
         // No error rule: a request that could not be read has no fields to match on.
         None,
+        // Nor a zone to fix the page's language: the client's own header chooses it.
+        &Visitor::for_request(header_line(head, "accept-language"), None),
     ) else {
         return;
     };

@@ -595,6 +595,42 @@ mod tests {
     }
 
     #[test]
+    fn a_zone_may_fix_the_language_of_its_pages() {
+        let zone = |extra: &str| {
+            format!(
+                "[[zone]]\nname = \"a\"\nhosts = [\"x.com\"]\norigin = \"127.0.0.1:1\"\n{extra}"
+            )
+        };
+        let p = CompiledPolicy::from_toml(&zone(""), "t.toml", Path::new("."), None).unwrap();
+        assert_eq!(
+            p.zones()[0].language,
+            None,
+            "by default, Accept-Language decides"
+        );
+        for (tag, language) in [
+            ("fr", signpost_problem::Language::Fr),
+            ("DE", signpost_problem::Language::De),
+            ("en", signpost_problem::Language::En),
+        ] {
+            let text = zone(&format!("language = \"{tag}\"\n"));
+            let p = CompiledPolicy::from_toml(&text, "t.toml", Path::new("."), None).unwrap();
+            assert_eq!(p.zones()[0].language, Some(language), "{tag}");
+        }
+        let e = CompiledPolicy::from_toml(
+            &zone("language = \"fr-CA\"\n"),
+            "t.toml",
+            Path::new("."),
+            None,
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("t.toml:5:12: `fr-CA` is not a language of the error pages; write one of \"en\", \"fr\", \"de\""),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn same_host_in_two_zones_is_an_error() {
         let text = "[[zone]]\nname = \"a\"\nhosts = [\"x.com\"]\norigin = \"127.0.0.1:1\"\n\
                     [[zone]]\nname = \"b\"\nhosts = [\"X.com\"]\norigin = \"127.0.0.1:2\"\n";
