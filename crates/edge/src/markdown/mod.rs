@@ -951,11 +951,14 @@ mod tests {
                     .strip_prefix('<')
                     .and_then(|t| t.strip_suffix(">; rel=\"alternate\"; type=\"text/markdown\""))
                     .expect("one link");
-                proptest::prop_assert!(uri.bytes().all(|b| b.is_ascii_graphic()
-                    && !matches!(b, b'<' | b'>' | b'"' | b'\\' | b'^' | b'`' | b'{' | b'|' | b'}')));
-                let scheme = if tls { "https://" } else { "http://" };
-                proptest::prop_assert!(uri.starts_with(&format!("{scheme}{host}/")));
-                proptest::prop_assert!(http::Uri::try_from(uri).is_ok());
+                let delimited = uri.bytes().all(|b| {
+                    b.is_ascii_graphic()
+                        && !matches!(b, b'<' | b'>' | b'"' | b'\\' | b'^' | b'`' | b'{' | b'|' | b'}')
+                });
+                proptest::prop_assert!(delimited, "{}", text);
+                let origin = format!("{}{}/", if tls { "https://" } else { "http://" }, host);
+                proptest::prop_assert!(uri.starts_with(&origin), "{}", text);
+                proptest::prop_assert!(http::Uri::try_from(uri).is_ok(), "{}", text);
             }
         }
     }
