@@ -2,6 +2,7 @@
 //! origin that counts and records every request it is sent, so that each test says exactly what
 //! reached the origin, full or conditional.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -856,4 +857,295 @@ fn waiters_of_an_answer_that_may_not_be_stored_each_get_their_own() {
         7,
         "one leader, then seven that waited for it: {durations:?}"
     );
+}
+
+/// The edge's member of the answer's `Cache-Status` (RFC 9211), read as the structured-field
+/// list it is (RFC 8941, parsed by `sfv`): the last member, which must be the edge's, its
+/// parameters as text (`true` for a bare flag).
+fn cache_status(r: &reqwest::blocking::Response) -> BTreeMap<String, String> {
+    let lines: Vec<&str> = r
+        .headers()
+        .get_all("cache-status")
+        .iter()
+        .map(|v| v.to_str().unwrap())
+        .collect();
+    let value = lines.join(", ");
+    let list = sfv::Parser::parse_list(value.as_bytes())
+        .unwrap_or_else(|e| panic!("{value:?} is not a structured-field list: {e}"));
+    let Some(sfv::ListEntry::Item(item)) = list.last() else {
+        panic!("no item in {value:?}");
+    };
+    assert_eq!(
+        item.bare_item,
+        sfv::BareItem::Token("signpost".to_string()),
+        "{value:?}"
+    );
+    item.params
+        .iter()
+        .map(|(key, v)| {
+            let text = match v {
+                sfv::BareItem::Integer(i) => i.to_string(),
+                sfv::BareItem::Boolean(b) => b.to_string(),
+                sfv::BareItem::Token(s) | sfv::BareItem::String(s) => s.clone(),
+                other => panic!("{key} is {other:?} in {value:?}"),
+            };
+            (key.clone(), text)
+        })
+        .collect()
+}
+
+fn params(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Every Markdown answer of a caching zone says what the cache did: why the origin was asked
+/// (nothing for the URL, another variant, a request that refuses the cache, after an unsafe
+/// request dropped the page), whether it was stored and for how long, and a hit's remaining
+/// freshness; an answer passed through says the origin was asked and nothing stored.
+#[test]
+fn cache_status_tells_hits_misses_and_why_the_origin_was_asked() {
+    let origin = CountingOrigin::start(|seen| {
+        if seen.target == "/data" {
+            let json = vec![("content-type".to_string(), "application/json".to_string())];
+            return (200, json, b"{}".to_vec());
+        }
+        (
+            200,
+            // Ten seconds old when it leaves the origin: stored with 50 of its 60 left.
+            html_headers(&[
+                ("cache-control", "max-age=60"),
+                ("age", "10"),
+                ("vary", "X-Lang"),
+            ]),
+            page(seen, 1, 2),
+        )
+    });
+    let edge = start(&origin, CACHING_ZONE);
+    let url = "http://example.com:PORT/cs";
+    let started = Instant::now();
+    let first = get(&edge, url, &[("x-lang", "fr")]);
+    assert_eq!(first.status(), 200);
+    assert_eq!(
+        cache_status(&first),
+        params(&[
+            ("fwd", "uri-miss"),
+            ("fwd-status", "200"),
+            ("stored", "true"),
+            ("ttl", "50")
+        ])
+    );
+    let hit = get(&edge, url, &[("x-lang", "fr")]);
+    let elapsed = started.elapsed().as_secs();
+    let status = cache_status(&hit);
+    assert_eq!(
+        status.get("hit").map(String::as_str),
+        Some("true"),
+        "{status:?}"
+    );
+    assert!(!status.contains_key("fwd"), "{status:?}");
+    let ttl: u64 = status["ttl"].parse().unwrap();
+    assert!(
+        ttl <= 50 && ttl + elapsed + 1 >= 50,
+        "ttl {ttl} after {elapsed}s: the stored 50 less the time since"
+    );
+    let age: u64 = header(&hit, "age").unwrap().parse().unwrap();
+    assert_eq!(ttl + age, 60, "ttl and Age add up to max-age");
+
+    let other_variant = get(&edge, url, &[("x-lang", "de")]);
+    assert_eq!(cache_status(&other_variant)["fwd"], "vary-miss");
+    assert_eq!(cache_status(&other_variant)["stored"], "true");
+    assert_eq!(origin.count("/cs"), 2);
+
+    let refused = get(
+        &edge,
+        url,
+        &[("x-lang", "de"), ("cache-control", "no-store")],
+    );
+    assert_eq!(
+        cache_status(&refused),
+        params(&[("fwd", "request"), ("fwd-status", "200")]),
+        "asked of the origin, not stored"
+    );
+
+    // A successful unsafe request to the page drops it: the next agent's GET finds nothing.
+    let changed = client(&edge)
+        .delete(url.replace("PORT", &edge.addr.port().to_string()))
+        .send()
+        .unwrap();
+    assert_eq!(changed.status(), 200);
+    assert!(
+        changed.headers().get("cache-status").is_none(),
+        "not a Markdown answer"
+    );
+    let after = get(&edge, url, &[("x-lang", "de")]);
+    assert_eq!(cache_status(&after)["fwd"], "uri-miss");
+    assert_eq!(origin.count("/cs"), 5);
+
+    // Not HTML: passed through, the origin's status told, nothing stored.
+    let data = get(&edge, "http://example.com:PORT/data", &[]);
+    assert_eq!(
+        header(&data, "content-type").as_deref(),
+        Some("application/json")
+    );
+    assert_eq!(
+        cache_status(&data),
+        params(&[("fwd", "uri-miss"), ("fwd-status", "200")])
+    );
+}
+
+/// A stale entry revalidated says so, with the origin's 304; a page that changed meanwhile is
+/// converted and stored again; a request that waited for another's conversion is a hit.
+#[test]
+fn cache_status_tells_a_revalidation() {
+    let version = Arc::new(AtomicUsize::new(1));
+    let current = version.clone();
+    let origin = CountingOrigin::start(move |seen| {
+        let v = current.load(Ordering::SeqCst);
+        let tag = format!("\"v{v}\"");
+        let headers = html_headers(&[("cache-control", "max-age=0"), ("etag", &tag)]);
+        if seen.header("if-none-match") == Some(tag.as_str()) {
+            return (304, headers[1..].to_vec(), Vec::new());
+        }
+        (200, headers, page(seen, v, 2))
+    });
+    let edge = start(&origin, CACHING_ZONE);
+    let url = "http://example.com:PORT/re";
+    let first = get(&edge, url, &[]);
+    let first_status = cache_status(&first);
+    assert_eq!(first_status["fwd"], "uri-miss");
+    assert_eq!(first_status["stored"], "true");
+    let ttl: i64 = first_status["ttl"].parse().unwrap();
+    assert!(
+        ttl <= 0,
+        "stored stale, for its validator: {first_status:?}"
+    );
+    let tag = header(&first, "etag").unwrap();
+
+    let second = get(&edge, url, &[]);
+    let second_status = cache_status(&second);
+    assert_eq!(
+        (
+            second_status["fwd"].as_str(),
+            second_status["fwd-status"].as_str(),
+            second_status["stored"].as_str()
+        ),
+        ("stale", "304", "true"),
+        "{second_status:?}"
+    );
+    // The agent's own validator answered from the revalidated entry: a 304 says it too.
+    let not_modified = get(&edge, url, &[("if-none-match", &tag)]);
+    assert_eq!(not_modified.status(), 304);
+    assert_eq!(cache_status(&not_modified)["fwd-status"], "304");
+
+    version.store(2, Ordering::SeqCst);
+    let changed = get(&edge, url, &[]);
+    let status = cache_status(&changed);
+    assert_eq!(
+        (
+            status["fwd"].as_str(),
+            status["fwd-status"].as_str(),
+            status["stored"].as_str()
+        ),
+        ("stale", "200", "true"),
+        "{status:?}"
+    );
+    assert!(changed.text().unwrap().contains("version 2"));
+    let seen = origin.seen();
+    assert_eq!(seen.len(), 4);
+    assert_eq!(seen[3].header("if-none-match"), Some("\"v1\""));
+}
+
+/// The `Link` values of an answer, one per line as sent.
+fn links(r: &reqwest::blocking::Response) -> Vec<String> {
+    r.headers()
+        .get_all("link")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect()
+}
+
+/// A converting zone's HTML pages tell agents of their Markdown, after the origin's own links,
+/// and the link leads to it; other answers, and other zones' pages, do not.
+#[test]
+fn html_pages_of_a_converting_zone_link_to_their_markdown() {
+    let answer = |seen: &Seen| -> Answer {
+        let preload = ("link", "</style.css>; rel=preload");
+        match seen.target.as_str() {
+            "/data" => (
+                200,
+                vec![("content-type".to_string(), "application/json".to_string())],
+                b"{}".to_vec(),
+            ),
+            "/gone" => (404, html_headers(&[]), page(seen, 1, 1)),
+            _ => (200, html_headers(&[preload]), page(seen, 1, 2)),
+        }
+    };
+    let origin = CountingOrigin::start(answer);
+    let edge = start(&origin, "[zone.markdown]\nenabled = true\n");
+    let port = edge.addr.port();
+    let browse = |path: &str| {
+        client(&edge)
+            .get(format!("http://example.com:{port}{path}"))
+            .header("accept", "text/html")
+            .send()
+            .unwrap()
+    };
+    let html = browse("/docs/a%20b?x=1");
+    assert_eq!(html.status(), 200);
+    let expected = format!(
+        "<http://example.com:{port}/docs/a%20b?x=1>; rel=\"alternate\"; type=\"text/markdown\""
+    );
+    assert_eq!(
+        links(&html),
+        ["</style.css>; rel=preload".to_string(), expected.clone()]
+    );
+    // The link leads to the Markdown, which does not point at itself.
+    let target = expected[1..expected.find('>').unwrap()].to_string();
+    let markdown = client(&edge)
+        .get(target)
+        .header("accept", "text/markdown")
+        .send()
+        .unwrap();
+    assert_eq!(
+        header(&markdown, "content-type").as_deref(),
+        Some("text/markdown; charset=utf-8")
+    );
+    assert_eq!(links(&markdown), ["</style.css>; rel=preload"]);
+    let (yaml, _) = frontmatter(&markdown.text().unwrap());
+    assert_eq!(
+        yaml["url"].as_str(),
+        Some(format!("http://example.com:{port}/docs/a%20b?x=1").as_str())
+    );
+
+    assert!(links(&browse("/data")).is_empty(), "not HTML");
+    assert!(links(&browse("/gone")).is_empty(), "not a 200");
+    let head = client(&edge)
+        .head(format!("http://example.com:{port}/page"))
+        .send()
+        .unwrap();
+    assert_eq!(links(&head).len(), 2, "HEAD tells what GET would");
+    let deleted = client(&edge)
+        .delete(format!("http://example.com:{port}/page"))
+        .send()
+        .unwrap();
+    assert_eq!(
+        links(&deleted),
+        ["</style.css>; rel=preload"],
+        "only a page read"
+    );
+
+    // A zone that does not convert, or turns the link off, links nowhere.
+    for zone in ["", "[zone.markdown]\nenabled = true\nlink = false\n"] {
+        let plain_origin = CountingOrigin::start(answer);
+        let plain = start(&plain_origin, zone);
+        let page = client(&plain)
+            .get(format!("http://example.com:{}/page", plain.addr.port()))
+            .send()
+            .unwrap();
+        assert_eq!(page.status(), 200);
+        assert_eq!(links(&page), ["</style.css>; rel=preload"], "{zone}");
+    }
 }

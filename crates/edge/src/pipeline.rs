@@ -324,6 +324,16 @@ impl ProxyHttp for Edge {
         }
         let Some(answer) = crate::origin::route::filter_response(session, response, ctx).await?
         else {
+            // The proxy route's HTML of a converting zone tells agents of its Markdown (the
+            // Markdown route's own answers never point at themselves).
+            if ctx
+                .zone()
+                .is_some_and(|z| z.markdown.enabled && z.markdown.link)
+            {
+                let host = request_host(session);
+                let req = session.req_header();
+                crate::markdown::add_discovery_link(response, req, ctx.facts.tls, &host)?;
+            }
             return Ok(());
         };
         let head_only = session.req_header().method == http::Method::HEAD;

@@ -38,6 +38,8 @@ pub struct MarkdownConfig {
     /// The converted-page cache's size in bytes (`cache = true`, `cache_bytes`); `None` when
     /// the zone converts every request anew.
     pub cache_bytes: Option<usize>,
+    /// HTML pages carry a `Link` to their Markdown (`rel="alternate"`): on unless `link = false`.
+    pub link: bool,
 }
 
 impl Default for MarkdownConfig {
@@ -48,6 +50,7 @@ impl Default for MarkdownConfig {
             content_signal: None,
             token_count_header: false,
             cache_bytes: None,
+            link: true,
         }
     }
 }
@@ -61,6 +64,7 @@ pub(crate) struct MarkdownFile {
     pub token_count_header: Option<bool>,
     pub cache: Option<bool>,
     pub cache_bytes: Option<Spanned<i64>>,
+    pub link: Option<bool>,
 }
 
 pub(crate) fn compile(d: &mut Diagnostics<'_>, file: Option<&MarkdownFile>) -> MarkdownConfig {
@@ -68,6 +72,7 @@ pub(crate) fn compile(d: &mut Diagnostics<'_>, file: Option<&MarkdownFile>) -> M
     let Some(file) = file else { return config };
     config.enabled = file.enabled.unwrap_or(false);
     config.token_count_header = file.token_count_header.unwrap_or(false);
+    config.link = file.link.unwrap_or(true);
     if let Some(max) = &file.max_bytes {
         match usize::try_from(*max.get_ref()) {
             Ok(n) if (1..=MAX_MARKDOWN_MAX_BYTES).contains(&n) => config.max_bytes = n,
@@ -164,7 +169,13 @@ mod tests {
                 content_signal: Some("ai-train=no, search=yes".into()),
                 token_count_header: true,
                 cache_bytes: None,
+                link: true,
             }
+        );
+        assert!(
+            !zone_markdown("[zone.markdown]\nenabled = true\nlink = false\n")
+                .unwrap()
+                .link
         );
     }
 

@@ -12,6 +12,8 @@
 //! - A stale one is revalidated: the agent's request goes to the origin with the entry's
 //!   validators; a 304 refreshes the entry and it is served without converting, anything else
 //!   drops it and is handled as a miss (a 200 converted anew).
+//! - Every answer says what the cache did in RFC 9211's `Cache-Status` ([`Forward`] is why the
+//!   origin was asked, found by the lookup; `stored` and `ttl` by the entry the answer made).
 //! - Never stored: `Set-Cookie`, `private`, `no-store`, `Vary: *` or a `Vary` on a header the
 //!   edge writes per client, a request with `Authorization` unless the origin says `public`,
 //!   an answer without freshness nor validators, anything not converted.
@@ -78,9 +80,12 @@ const MAX_WAITERS: usize = 256;
 /// then it asks the origin itself.
 pub const MAX_COALESCE_WAIT: Duration = Duration::from_secs(10);
 
+/// RFC 9211's response header: what the cache did for the request.
+pub const CACHE_STATUS: &str = "cache-status";
+
 /// Response headers an origin's 304 does not update in the entry: they describe the HTML, the
 /// framing, or are the edge's own.
-const NOT_REFRESHED: [&str; 11] = [
+const NOT_REFRESHED: [&str; 12] = [
     "content-length",
     "content-type",
     "content-encoding",
@@ -92,7 +97,38 @@ const NOT_REFRESHED: [&str; 11] = [
     "last-modified",
     "vary",
     "cf-ray",
+    CACHE_STATUS,
 ];
+
+/// The cache's name in `Cache-Status` (RFC 9211 section 2).
+const CACHE_NAME: &str = "signpost";
+
+/// Why a request for Markdown went to the origin (RFC 9211 section 2.2 `fwd`), as its lookup
+/// found the cache: worked out once there, written in the answer's `Cache-Status`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Forward {
+    /// Nothing stored for the URL.
+    UriMiss,
+    /// The URL is stored for another variant (the request headers its `Vary` names differ).
+    VaryMiss,
+    /// Stored, but not fresh for this request (or the request asked for a fresh answer): asked
+    /// of the origin, conditionally when the entry has validators.
+    Stale,
+    /// The request may not be answered from the cache: its `no-store`, or `Authorization` for
+    /// a page the origin did not call `public`.
+    Request,
+}
+
+impl Forward {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Forward::UriMiss => "uri-miss",
+            Forward::VaryMiss => "vary-miss",
+            Forward::Stale => "stale",
+            Forward::Request => "request",
+        }
+    }
+}
 
 /// What the cache did for one request, for the access log and the metrics.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -272,6 +308,13 @@ impl Freshness {
     fn age(&self, now: Instant) -> Duration {
         self.age_when_stored
             .saturating_add(now.saturating_duration_since(self.stored))
+    }
+
+    /// The remaining freshness lifetime in whole seconds, negative once stale (RFC 9211 `ttl`).
+    fn ttl(&self, now: Instant) -> i64 {
+        let lifetime = i64::try_from(self.lifetime.as_secs()).unwrap_or(i64::MAX);
+        let age = i64::try_from(self.age(now).as_secs()).unwrap_or(i64::MAX);
+        lifetime.saturating_sub(age)
     }
 
     fn fresh(&self, now: Instant, asked: &Asked) -> bool {
@@ -480,24 +523,25 @@ impl ZoneCache {
         let asked = Asked::of(&req.headers);
         let authorized = req.headers.contains_key(header::AUTHORIZATION);
         let agent_tags = req.headers.get(header::IF_NONE_MATCH).cloned();
-        let mut found = Found::Nothing;
-        if asked.no_store {
-            found = Found::Bypass;
+        let (found, forward) = if asked.no_store {
+            (Found::Bypass, Some(Forward::Request))
         } else if let Some(entry) = self.entries.get(url) {
-            found = if authorized && !entry.public {
-                Found::Bypass
+            if authorized && !entry.public {
+                (Found::Bypass, Some(Forward::Request))
             } else if !entry.varied.iter().all(|v| v.matches(&req.headers)) {
                 // Another variant: this request's answer will replace it.
-                Found::Nothing
+                (Found::Nothing, Some(Forward::VaryMiss))
             } else if entry.freshness.fresh(now, &asked) {
-                Found::Fresh(entry)
+                (Found::Fresh(entry), None)
             } else if entry.origin.any() {
-                Found::Stale(entry)
+                (Found::Stale(entry), Some(Forward::Stale))
             } else {
                 // Stale with nothing to revalidate with: asked anew.
-                Found::Nothing
-            };
-        }
+                (Found::Nothing, Some(Forward::Stale))
+            }
+        } else {
+            (Found::Nothing, Some(Forward::UriMiss))
+        };
         let status = match found {
             Found::Fresh(_) => Status::Hit,
             Found::Bypass => Status::Bypass,
@@ -512,6 +556,7 @@ impl ZoneCache {
             found,
             agent_tags,
             status,
+            forward,
             coalescable,
             lead: None,
         }
@@ -831,6 +876,8 @@ pub struct Use {
     /// The agent's `If-None-Match`, answered against the Markdown's `ETag`.
     agent_tags: Option<HeaderValue>,
     status: Status,
+    /// Why the origin is asked; `None` for a fresh entry.
+    forward: Option<Forward>,
     /// A miss that may wait on a leader or lead (see [`ZoneCache::lookup_coalesced`]).
     coalescable: bool,
     /// This request leads its key: released once its entry is stored, or with the `Use`.
@@ -842,7 +889,7 @@ impl Use {
     /// origin.
     pub fn fresh_reply(&self, ray: HeaderValue, now: Instant) -> Option<Result<Reply>> {
         match &self.found {
-            Found::Fresh(entry) => Some(self.reply(entry, ray, now)),
+            Found::Fresh(entry) => Some(self.reply(entry, ray, now, None, true)),
             _ => None,
         }
     }
@@ -881,8 +928,11 @@ impl Use {
         Some(
             self.refresh(&entry, origin, request, now)
                 .and_then(|refreshed| {
-                    let reply = self.reply(&refreshed, ray, now);
-                    if !self.admit(refreshed, request) {
+                    let stored = self.admissible(&refreshed, request);
+                    let reply = self.reply(&refreshed, ray, now, Some(origin.status), stored);
+                    if stored {
+                        self.store(refreshed);
+                    } else {
                         self.cache.entries.invalidate(&self.url);
                     }
                     self.cache.settle();
@@ -965,17 +1015,17 @@ impl Use {
         }
     }
 
-    /// Stores the entry when the answer and the request allow it; whether it did.
-    fn admit(&self, entry: Entry, request: &RequestHeader) -> bool {
-        let allowed = !matches!(self.found, Found::Bypass)
-            && storable(&entry, request)
-            && entry.weight as usize <= self.cache.max_entry;
-        if allowed {
-            self.cache
-                .entries
-                .insert(Arc::clone(&self.url), Arc::new(entry));
-        }
-        allowed
+    /// Whether the answer and the request allow the entry to be stored.
+    fn admissible(&self, entry: &Entry, request: &RequestHeader) -> bool {
+        !matches!(self.found, Found::Bypass)
+            && storable(entry, request)
+            && entry.weight as usize <= self.cache.max_entry
+    }
+
+    fn store(&self, entry: Entry) {
+        self.cache
+            .entries
+            .insert(Arc::clone(&self.url), Arc::new(entry));
     }
 
     /// A page just converted: given its `ETag`, stored when it may be, and answered 304 when the
@@ -997,8 +1047,10 @@ impl Use {
             .get(CF_RAY.name())
             .cloned()
             .unwrap_or_else(|| HeaderValue::from_static(""));
-        let reply = self.reply(&entry, ray, now);
-        self.status = if self.admit(entry, request) {
+        let stored = self.admissible(&entry, request);
+        let reply = self.reply(&entry, ray, now, Some(http::StatusCode::OK), stored);
+        self.status = if stored {
+            self.store(entry);
             Status::Miss
         } else {
             Status::Bypass
@@ -1010,9 +1062,20 @@ impl Use {
     }
 
     /// The answer an entry gives this request: 304 when the agent's `If-None-Match` names the
-    /// Markdown's `ETag`, else the page; `cf-ray` this request's, `Age` the entry's.
-    fn reply(&self, entry: &Entry, ray: HeaderValue, now: Instant) -> Result<Reply> {
+    /// Markdown's `ETag`, else the page; `cf-ray` this request's, `Age` the entry's, and the
+    /// `Cache-Status` of what the cache did: `fwd_status` the origin's status when it was
+    /// asked, `stored` whether the entry is (or stays) in the cache (its `ttl` told then).
+    fn reply(
+        &self,
+        entry: &Entry,
+        ray: HeaderValue,
+        now: Instant,
+        fwd_status: Option<http::StatusCode>,
+        stored: bool,
+    ) -> Result<Reply> {
         let age = HeaderValue::from(entry.freshness.age(now).as_secs());
+        let ttl = stored.then(|| entry.freshness.ttl(now));
+        let cache_status = self.cache_status(fwd_status, stored, ttl);
         let not_modified = self
             .agent_tags
             .as_ref()
@@ -1034,15 +1097,61 @@ impl Use {
             }
             header.insert_header(header::AGE, age)?;
             header.insert_header(&CF_RAY, ray)?;
+            header.insert_header(CACHE_STATUS, cache_status)?;
             return Ok(Reply { header, body: None });
         }
         let mut header = entry.header.clone();
         header.insert_header(header::AGE, age)?;
         header.insert_header(&CF_RAY, ray)?;
+        // After any the origin's answer carried (RFC 9211 section 2: each cache adds its own).
+        header.append_header(CACHE_STATUS, cache_status)?;
         Ok(Reply {
             header,
             body: Some(entry.body.clone()),
         })
+    }
+
+    /// The `Cache-Status` of an answer the origin gave that the cache neither stored nor
+    /// converted (a page passed through, the edge's answer in place of the origin's):
+    /// `fwd_status` the origin's status.
+    pub fn forwarded_status(&self, fwd_status: http::StatusCode) -> HeaderValue {
+        self.cache_status(Some(fwd_status), false, None)
+    }
+
+    /// RFC 9211's `Cache-Status` for this request: one list member (an RFC 8941 item, the
+    /// cache's name as a token with parameters), so that a cache in front of the edge may add
+    /// its own after it. A fresh entry is a `hit` (`detail=coalesced` when it was waited for);
+    /// anything else says why the origin was asked (`fwd`), what it answered (`fwd-status`),
+    /// and whether the answer was `stored`; `ttl` is the stored entry's remaining freshness.
+    fn cache_status(
+        &self,
+        fwd_status: Option<http::StatusCode>,
+        stored: bool,
+        ttl: Option<i64>,
+    ) -> HeaderValue {
+        use std::fmt::Write as _;
+        let mut value = String::with_capacity(64);
+        value.push_str(CACHE_NAME);
+        match self.forward {
+            None => value.push_str("; hit"),
+            Some(forward) => {
+                let _ = write!(value, "; fwd={}", forward.as_str());
+                if let Some(status) = fwd_status {
+                    let _ = write!(value, "; fwd-status={}", status.as_u16());
+                }
+                if stored {
+                    value.push_str("; stored");
+                }
+            }
+        }
+        if let Some(ttl) = ttl {
+            let _ = write!(value, "; ttl={ttl}");
+        }
+        if self.status == Status::Coalesced {
+            value.push_str("; detail=coalesced");
+        }
+        // Tokens and integers only: always a valid header value.
+        HeaderValue::try_from(value).unwrap_or_else(|_| HeaderValue::from_static(CACHE_NAME))
     }
 
     /// What the cache did, counted once in the zone's metrics; `converted` says whether the
@@ -1274,6 +1383,72 @@ mod tests {
         );
     }
 
+    /// The answer's `Cache-Status`, checked to be an RFC 8941 list (by `sfv`) of one item, the
+    /// edge's.
+    fn cache_status(header: &ResponseHeader) -> String {
+        let value = header.headers[CACHE_STATUS].to_str().unwrap();
+        let list = sfv::Parser::parse_list(value.as_bytes()).unwrap();
+        assert_eq!(list.len(), 1, "{value}");
+        let sfv::ListEntry::Item(item) = &list[0] else {
+            panic!("{value}");
+        };
+        assert_eq!(item.bare_item, sfv::BareItem::Token(CACHE_NAME.to_string()));
+        // A second may pass between storing and answering on a loaded machine: a `ttl` of 59
+        // is written as the 60 it was stored with.
+        value.replace("ttl=59", "ttl=60")
+    }
+
+    /// Each way the origin is asked is told as such, once and from the lookup's own finding.
+    #[tokio::test]
+    async fn cache_status_says_why_the_origin_was_asked() {
+        let cache = zone_cache();
+        let fr = get(&[("x-lang", "fr")]);
+        let mut first = cache.lookup(&fr, URL, Instant::now());
+        let mut varied = markdown("max-age=60");
+        varied.insert_header("vary", "x-lang").unwrap();
+        let body = Bytes::from_static(b"# page");
+        let stored = first
+            .converted(varied.clone(), body.clone(), Validators::default(), &fr)
+            .unwrap();
+        assert_eq!(
+            cache_status(&stored.header),
+            "signpost; fwd=uri-miss; fwd-status=200; stored; ttl=60"
+        );
+        let hit = cache.lookup(&fr, URL, Instant::now());
+        let reply = hit.fresh_reply(HeaderValue::from_static("r"), Instant::now());
+        assert_eq!(
+            cache_status(&reply.unwrap().unwrap().header),
+            "signpost; hit; ttl=60"
+        );
+        let de = get(&[("x-lang", "de")]);
+        let other = cache.lookup(&de, URL, Instant::now());
+        assert_eq!(other.forward, Some(Forward::VaryMiss));
+        let mut passed = ResponseHeader::build(404, None).unwrap();
+        passed
+            .insert_header(
+                CACHE_STATUS,
+                other.forwarded_status(http::StatusCode::NOT_FOUND),
+            )
+            .unwrap();
+        assert_eq!(
+            cache_status(&passed),
+            "signpost; fwd=vary-miss; fwd-status=404"
+        );
+        let refusing = get(&[("x-lang", "fr"), ("cache-control", "no-store")]);
+        let mut refused = cache.lookup(&refusing, URL, Instant::now());
+        let reply = refused
+            .converted(varied, body, Validators::default(), &refusing)
+            .unwrap();
+        assert_eq!(
+            cache_status(&reply.header),
+            "signpost; fwd=request; fwd-status=200"
+        );
+        // Later than its lifetime: stale, and with no validator asked anew.
+        let later = Instant::now() + Duration::from_secs(61);
+        let stale = cache.lookup(&fr, URL, later);
+        assert_eq!(stale.forward, Some(Forward::Stale));
+    }
+
     fn zone_cache() -> Arc<ZoneCache> {
         let metrics = CacheMetrics::register(&mut Registry::default());
         Arc::new(ZoneCache::new(Arc::from("z"), 1 << 20, &metrics))
@@ -1336,6 +1511,10 @@ mod tests {
             )
             .unwrap();
         assert!(lock(&cache.flights).is_empty(), "released once stored");
+        assert_eq!(
+            cache_status(&reply.header),
+            "signpost; fwd=uri-miss; fwd-status=200; stored; ttl=60"
+        );
         assert_eq!(leader.finish(true), Status::Miss);
         for task in [first, second] {
             let waited = tokio::time::timeout(WAIT, task).await.unwrap().unwrap();
@@ -1344,6 +1523,10 @@ mod tests {
                 .unwrap()
                 .unwrap();
             assert_eq!(served.body, reply.body);
+            assert_eq!(
+                cache_status(&served.header),
+                "signpost; hit; ttl=60; detail=coalesced"
+            );
             assert_eq!(waited.finish(true), Status::Coalesced);
         }
         // Later requests are plain hits, and lead nothing.

@@ -281,6 +281,83 @@ pub fn add_vary_accept(response: &mut ResponseHeader) -> Result<()> {
     Ok(())
 }
 
+/// Tells agents that a page has a Markdown variant (RFC 8288 `Link`, `rel="alternate"`,
+/// `type="text/markdown"`): added, after any `Link` the origin sent, to a 200 HTML answer to a
+/// GET or HEAD (the requests that could have had the Markdown) on a zone that converts. The
+/// target is the page's own URL, as the client asked for it, because the Markdown is negotiated
+/// there by `Accept: text/markdown`.
+pub fn add_discovery_link(
+    response: &mut ResponseHeader,
+    request: &RequestHeader,
+    tls: bool,
+    host: &str,
+) -> Result<()> {
+    let read = request.method == http::Method::GET || request.method == http::Method::HEAD;
+    let html = read
+        && response.status == http::StatusCode::OK
+        && header_str(response, http::header::CONTENT_TYPE).is_some_and(signpost_markdown::is_html);
+    if !html {
+        return Ok(());
+    }
+    let target = request.uri.path_and_query().map_or("/", |pq| pq.as_str());
+    if let Some(link) = discovery_link(tls, host, target) {
+        response.append_header(http::header::LINK, link)?;
+    }
+    Ok(())
+}
+
+/// The `Link` value naming the Markdown of the page at `host` and `target`, or `None` when the
+/// host is not a plain authority (name or address, and port). The request's bytes are hostile:
+/// the host is checked, and every byte of the target that may not stand in a URI as it is
+/// (RFC 3986: controls, space, `"<>\^`{|}` and non-ASCII) is percent-encoded, so that the
+/// value is one link whose URI ends at its `>`.
+pub fn discovery_link(tls: bool, host: &str, target: &str) -> Option<http::HeaderValue> {
+    use std::fmt::Write as _;
+    let authority_byte =
+        |b: u8| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_' | b':' | b'[' | b']');
+    let plain_host = !host.is_empty()
+        && host.bytes().all(authority_byte)
+        && host.parse::<http::uri::Authority>().is_ok();
+    if !plain_host || !target.starts_with('/') {
+        return None;
+    }
+    let scheme = if tls { "https" } else { "http" };
+    let mut value = String::with_capacity(scheme.len() + host.len() + target.len() + 64);
+    let _ = write!(value, "<{scheme}://{host}");
+    for &b in target.as_bytes() {
+        let kept = b.is_ascii_alphanumeric()
+            || matches!(
+                b,
+                b'-' | b'.'
+                    | b'_'
+                    | b'~'
+                    | b'/'
+                    | b'?'
+                    | b':'
+                    | b'@'
+                    | b'!'
+                    | b'$'
+                    | b'&'
+                    | b'\''
+                    | b'('
+                    | b')'
+                    | b'*'
+                    | b'+'
+                    | b','
+                    | b';'
+                    | b'='
+                    | b'%'
+            );
+        if kept {
+            value.push(char::from(b));
+        } else {
+            let _ = write!(value, "%{b:02X}");
+        }
+    }
+    value.push_str(">; rel=\"alternate\"; type=\"text/markdown\"");
+    http::HeaderValue::try_from(value).ok()
+}
+
 /// The request sent to the origin for a conversion: the client's, as a GET (a HEAD needs the
 /// page to know its Markdown length), without conditionals, with `Accept-Encoding` narrowed to
 /// codings the converter can undo (so an HTML fallback is still one the client accepted).
@@ -383,9 +460,17 @@ pub async fn respond(
         refreshed?.write(session, head_only).await?;
         return Ok(Outcome::Cached);
     }
+    // What the cache says of every answer below that is not the cache's own entry: the origin
+    // was asked, and nothing of its answer stored.
+    let forwarded = cache.as_deref().map(|c| c.forwarded_status(resp.status));
+    let mark = |header: &mut ResponseHeader| match &forwarded {
+        Some(value) => header.append_header(crate::markdown::cache::CACHE_STATUS, value.clone()),
+        None => Ok(true),
+    };
     // An answer in place of the origin's (its error as a structured problem for an agent, or an
     // error rule's answer): not converted, its page not read, its connection not kept.
-    if let Some((head, body)) = instead {
+    if let Some((mut head, body)) = instead {
+        mark(&mut head)?;
         metrics.outcome(Outcome::Skipped);
         finish_upstream(converter, up, peer, false).await;
         return write_whole(session, head, body, head_only)
@@ -401,8 +486,10 @@ pub async fn respond(
     } else {
         None
     };
+    let mut resp = resp;
     if let Some(outcome) = not_read {
         metrics.outcome(outcome);
+        mark(&mut resp)?;
         let result = stream_rest(session, &mut up, resp, None, head_only).await;
         finish_upstream(converter, up, peer, result.is_ok()).await;
         return result.map(|()| outcome);
@@ -411,6 +498,7 @@ pub async fn respond(
     if let Some(outcome) = page.stopped {
         converter.release(page.reserved);
         metrics.outcome(outcome);
+        mark(&mut resp)?;
         let result = stream_rest(session, &mut up, resp, Some(page.body), head_only).await;
         finish_upstream(converter, up, peer, result.is_ok()).await;
         return result.map(|()| outcome);
@@ -432,6 +520,7 @@ pub async fn respond(
             let mut header = resp;
             header.remove_header(&http::header::TRANSFER_ENCODING);
             header.insert_header(http::header::CONTENT_LENGTH, body.len().to_string())?;
+            mark(&mut header)?;
             (outcome, header, body)
         }
     };
@@ -799,6 +888,78 @@ mod tests {
             assert!(shared.reserve(1));
             assert_eq!(run(&shared, body, coding), Err(Outcome::OverBudget));
             assert_eq!(shared.in_flight.load(Ordering::Acquire), 1);
+        }
+    }
+
+    #[test]
+    fn discovery_link_names_the_page_itself() {
+        let link = |tls, host, target| {
+            discovery_link(tls, host, target).map(|v| v.to_str().unwrap().to_string())
+        };
+        assert_eq!(
+            link(true, "example.com", "/docs/a?x=1").as_deref(),
+            Some("<https://example.com/docs/a?x=1>; rel=\"alternate\"; type=\"text/markdown\"")
+        );
+        assert_eq!(
+            link(false, "127.0.0.1:8080", "/a b>\"é").as_deref(),
+            Some(
+                "<http://127.0.0.1:8080/a%20b%3E%22%C3%A9>; rel=\"alternate\"; type=\"text/markdown\""
+            )
+        );
+        assert_eq!(link(true, "evil.com>, <x", "/"), None);
+        assert_eq!(link(true, "", "/"), None);
+        assert_eq!(link(true, "example.com", "*"), None);
+    }
+
+    #[test]
+    fn discovery_link_only_on_ok_html() {
+        let answer = |status: u16, content_type: &str| {
+            let mut r = ResponseHeader::build(status, None).unwrap();
+            r.insert_header("content-type", content_type).unwrap();
+            r.insert_header("link", "</style.css>; rel=preload")
+                .unwrap();
+            let get = RequestHeader::build("GET", b"/p", None).unwrap();
+            add_discovery_link(&mut r, &get, true, "example.com").unwrap();
+            r.headers.get_all("link").iter().count()
+        };
+        assert_eq!(answer(200, "text/html; charset=utf-8"), 2);
+        assert_eq!(answer(200, "application/json"), 1);
+        assert_eq!(answer(404, "text/html"), 1);
+        assert_eq!(answer(304, "text/html"), 1);
+    }
+
+    proptest::proptest! {
+        /// Whatever bytes the host and target hold, the value is one link to the Markdown: a
+        /// URI in `<>` on this scheme and host with no byte that could end it or start
+        /// another, then the fixed parameters.
+        #[test]
+        fn discovery_link_cannot_be_injected(
+            host_bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..40),
+            name in "[a-z0-9.:_\\[\\]-]{0,24}",
+            target in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200),
+            tls in proptest::prelude::any::<bool>(),
+            plain in proptest::prelude::any::<bool>(),
+        ) {
+            // Arbitrary bytes, or a host made of the bytes an authority may hold (most such
+            // strings still are not one); a target that is one (a path) or any bytes.
+            let host = if plain { name } else { String::from_utf8_lossy(&host_bytes).into_owned() };
+            let target = String::from_utf8_lossy(&target);
+            let target = if plain { format!("/{target}") } else { target.into_owned() };
+            if let Some(value) = discovery_link(tls, &host, &target) {
+                let text = value.to_str().expect("visible ASCII");
+                let uri = text
+                    .strip_prefix('<')
+                    .and_then(|t| t.strip_suffix(">; rel=\"alternate\"; type=\"text/markdown\""))
+                    .expect("one link");
+                let delimited = uri.bytes().all(|b| {
+                    b.is_ascii_graphic()
+                        && !matches!(b, b'<' | b'>' | b'"' | b'\\' | b'^' | b'`' | b'{' | b'|' | b'}')
+                });
+                proptest::prop_assert!(delimited, "{}", text);
+                let origin = format!("{}{}/", if tls { "https://" } else { "http://" }, host);
+                proptest::prop_assert!(uri.starts_with(&origin), "{}", text);
+                proptest::prop_assert!(http::Uri::try_from(uri).is_ok(), "{}", text);
+            }
         }
     }
 
