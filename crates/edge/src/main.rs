@@ -25,6 +25,9 @@ mod crawl;
 mod fleet;
 mod identify;
 mod markdown;
+// The policy's rules as counted, and the AI assistants that refer visitors.
+mod referral;
+mod rules;
 // What the operator runs and reads: the admin listener, the commands, trace.
 mod operator;
 

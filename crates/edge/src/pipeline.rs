@@ -405,6 +405,11 @@ impl ProxyHttp for Edge {
             upstream_latency.filter(|_| ctx.origin.addr.is_some()),
         );
         let zone = zone.map(|z| z.name());
+        self.metrics.referrals.observe(
+            zone,
+            req.headers.get(http::header::REFERER).map(|v| v.as_bytes()),
+            req.uri.query(),
+        );
         tracing::info!(
             target: "access",
             ray_id = %ctx.ray_id,
@@ -475,6 +480,7 @@ impl Edge {
         ctx.client_ip = Some(decision.client_ip);
         ctx.zone = decision.zone;
         ctx.rule_id = decision.rule_id.clone();
+        loaded.rules.observe(&decision);
         if !decision.identity.is_nobody() {
             self.metrics.identity.observe(&decision.identity);
             ctx.identity = Some(Box::new(std::mem::take(&mut decision.identity)));
