@@ -39,6 +39,8 @@ mod markdown_cache;
 mod origin_failures;
 // Running it: live reload under load, metrics, health, graceful shutdown, JSON logs.
 mod ops;
+// /metrics by Prometheus' conventions: promtool, OpenMetrics, rules, referrals, process.
+mod metrics;
 // The policy's codes through the running edge: 1005 1006 1009 1010 1011 1015 1020 1026.
 mod policy;
 // One truth on every route: the proxy and Markdown routes over HTTP/1.1 and HTTP/2, what the
