@@ -212,9 +212,9 @@ impl LedgerMetrics {
             LedgerError::Io(String::new()),
             LedgerError::Closed,
         ] {
-            failures.get_or_create(&ReasonLabel {
+            drop(failures.get_or_create(&ReasonLabel {
                 reason: error.reason(),
-            });
+            }));
         }
         LedgerMetrics {
             charged_cents,
