@@ -491,6 +491,10 @@ fn every_command_that_reads_a_policy_takes_it_by_config_or_signpost_config() {
             "{command:?} with SIGNPOST_CONFIG"
         );
     }
+    // `signpost check FILE` as before, over SIGNPOST_CONFIG.
+    let missing = repo_root().join("no-such-policy.toml");
+    let (code, stdout, stderr) = signpost_with_env(&missing, &["check", policy_arg]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
     // A command that needs a policy and is given none says how to give one.
     let (code, _, stderr) = signpost(&["check"]);
     assert_eq!(code, 2, "{stderr}");

@@ -62,8 +62,9 @@ enum Command {
     Run(server::RunArgs),
     /// Validate a policy file: exit 0, or print every problem with file, line and column and exit 1.
     Check {
-        /// The policy file, as `--config` gives it (kept for `signpost check FILE`).
-        #[arg(hide = true, conflicts_with = "config")]
+        /// The policy file, as `--config` gives it (kept for `signpost check FILE`); it wins
+        /// over `SIGNPOST_CONFIG`.
+        #[arg(hide = true)]
         file: Option<PathBuf>,
         #[command(flatten)]
         policy: OptionalPolicy,
