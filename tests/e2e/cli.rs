@@ -482,8 +482,8 @@ fn every_command_that_reads_a_policy_takes_it_by_config_or_signpost_config() {
         let short = signpost(&by_short);
         let from_env = signpost_with_env(&policy, command);
         assert_eq!(flagged.0, 0, "{by_flag:?}: {}{}", flagged.1, flagged.2);
-        // The same policy, however it was given: the same output (ray ids aside).
-        let stable = |s: &str| mask_ray_ids(s);
+        // The same policy, however it was given: the same output (ray ids and times aside).
+        let stable = |s: &str| mask_ray_ids(&mask_times(s));
         assert_eq!(stable(&flagged.1), stable(&short.1), "{command:?} with -c");
         assert_eq!(
             stable(&flagged.1),
@@ -591,4 +591,29 @@ fn mask_ray_ids(text: &str) -> String {
     }
     out.pop();
     out
+}
+
+/// `text` with every UTC time (`2026-11-28T16:30:15Z`, to the second) replaced by `TIME`.
+fn mask_times(text: &str) -> String {
+    const SHAPE: &[u8] = b"dddd-dd-ddTdd:dd:ddZ";
+    let bytes = text.as_bytes();
+    let fits = |at: usize| {
+        bytes.get(at..at + SHAPE.len()).is_some_and(|window| {
+            window.iter().zip(SHAPE).all(|(b, s)| match s {
+                b'd' => b.is_ascii_digit(),
+                other => b == other,
+            })
+        })
+    };
+    let (mut out, mut at) = (Vec::with_capacity(bytes.len()), 0);
+    while at < bytes.len() {
+        if fits(at) {
+            out.extend_from_slice(b"TIME");
+            at += SHAPE.len();
+        } else {
+            out.push(bytes[at]);
+            at += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
 }
