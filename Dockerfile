@@ -63,7 +63,11 @@ LABEL org.opencontainers.image.title="signpost" \
 USER 10001:10001
 EXPOSE 8080
 
-# `signpost health` asks the admin listener (127.0.0.1:9901 by default) and exits 0 when it answers.
+# Every command reads this policy unless given another (`--config`).
+ENV SIGNPOST_CONFIG=/etc/signpost/policy.toml
+
+# `signpost health` asks the admin listener the policy names (127.0.0.1:9901 by default) and exits
+# 0 when it answers.
 HEALTHCHECK --interval=10s --timeout=3s --start-period=5s --retries=3 \
     CMD ["signpost", "health"]
 

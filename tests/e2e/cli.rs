@@ -190,8 +190,12 @@ fn run_refuses_to_start_on_an_address_in_use() {
 fn the_example_policy_passes_its_shipped_test_cases() {
     let policy = repo_root().join("config/example.toml");
     let cases = repo_root().join("config/example.cases.toml");
-    let (code, stdout, stderr) =
-        signpost(&["test", policy.to_str().unwrap(), cases.to_str().unwrap()]);
+    let (code, stdout, stderr) = signpost(&[
+        "test",
+        "-c",
+        policy.to_str().unwrap(),
+        cases.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(!stdout.contains("FAIL"), "{stdout}");
     let summary = stdout.lines().last().unwrap_or_default();
@@ -463,4 +467,182 @@ fn check_and_run_refuse_a_zone_certificate_whose_key_does_not_go_with_it_at_the_
     let (status, run_stderr) = run_until_exit(&config);
     assert_eq!(status, Some(2), "{run_stderr}");
     assert!(run_stderr.contains(line), "{line} in {run_stderr}");
+/// `signpost` with `SIGNPOST_CONFIG` set to `policy`.
+fn signpost_with_env(policy: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_signpost"))
+        .args(args)
+        .env("SIGNPOST_CONFIG", policy)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn every_command_that_reads_a_policy_takes_it_by_config_or_signpost_config() {
+    let policy = repo_root().join("config/example.toml");
+    let cases = repo_root().join("config/example.cases.toml");
+    let policy_arg = policy.to_str().unwrap();
+    let cases_arg = cases.to_str().unwrap();
+    let trace = ["trace", "--url", "http://example.com/", "--json"];
+    let commands: [&[&str]; 5] = [
+        &["check"],
+        &["test", cases_arg],
+        &trace,
+        &["render", "1020", "--accept", "application/json"],
+        &["bots"],
+    ];
+    for command in commands {
+        let by_flag: Vec<&str> = command
+            .iter()
+            .take(1)
+            .chain(["--config", policy_arg].iter())
+            .chain(command.iter().skip(1))
+            .copied()
+            .collect();
+        let flagged = signpost(&by_flag);
+        let by_short: Vec<&str> = by_flag
+            .iter()
+            .map(|a| if *a == "--config" { "-c" } else { a })
+            .collect();
+        let short = signpost(&by_short);
+        let from_env = signpost_with_env(&policy, command);
+        assert_eq!(flagged.0, 0, "{by_flag:?}: {}{}", flagged.1, flagged.2);
+        // The same policy, however it was given: the same output (ray ids and times aside).
+        let stable = |s: &str| mask_ray_ids(&mask_times(s));
+        assert_eq!(stable(&flagged.1), stable(&short.1), "{command:?} with -c");
+        assert_eq!(
+            stable(&flagged.1),
+            stable(&from_env.1),
+            "{command:?} with SIGNPOST_CONFIG"
+        );
+    }
+    // `signpost check FILE` as before, over SIGNPOST_CONFIG.
+    let missing = repo_root().join("no-such-policy.toml");
+    let (code, stdout, stderr) = signpost_with_env(&missing, &["check", policy_arg]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    // A command that needs a policy and is given none says how to give one.
+    let (code, _, stderr) = signpost(&["check"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--config") && stderr.contains("SIGNPOST_CONFIG"),
+        "{stderr}"
+    );
+    // The policy's own catalog: a [[bot]] of the example policy, or the shipped one.
+    let (_, shipped, _) = signpost(&["bots"]);
+    assert!(
+        shipped.lines().any(|l| l.starts_with("GPTBot ")),
+        "{shipped}"
+    );
+    assert!(shipped.lines().count() > 15, "{shipped}");
+}
+
+#[test]
+fn health_asks_the_admin_listener_the_policy_names() {
+    let (_origin, edge) = echo_edge("health-policy", "", "", &[]);
+    let config = edge.config.to_str().unwrap();
+    let (code, _, stderr) = signpost(&["health", "--config", config]);
+    assert_eq!(code, 0, "{stderr}");
+    let (code, _, stderr) = signpost_with_env(&edge.config, &["health"]);
+    assert_eq!(code, 0, "{stderr}");
+    // The default admin address is not this edge's: without the policy, nothing answers there
+    // (or something else does); with an admin listener turned off, there is nothing to ask.
+    let scratch = Scratch::new("health-off");
+    let off = scratch.write(
+        "off.toml",
+        "admin = \"off\"\n[[zone]]\nname = \"a\"\nhosts = [\"a.test\"]\norigin = \"127.0.0.1:1\"\n",
+    );
+    let (code, _, stderr) = signpost(&["health", "-c", off.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("off"), "{stderr}");
+    // --url still wins.
+    let url = format!("http://{}/healthz", edge.admin);
+    let (code, _, stderr) = signpost(&["health", "-c", off.to_str().unwrap(), "--url", &url]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn output_to_a_closed_pipe_ends_quietly() {
+    let policy = repo_root().join("config/example.toml");
+    let policy = policy.to_str().unwrap();
+    let cases = repo_root().join("config/example.cases.toml");
+    let commands: [&[&str]; 6] = [
+        &["bots"],
+        &["codes"],
+        &["render", "1015"],
+        &["check", "-c", policy],
+        &["test", "-c", policy, cases.to_str().unwrap()],
+        &["trace", "-c", policy, "--url", "http://example.com/"],
+    ];
+    for args in commands {
+        // A pipe whose reader is gone before the command writes a byte: every write fails with
+        // EPIPE, as when `head -1` has read its line and left.
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_signpost"))
+            .args(args)
+            .stdout(writer)
+            .stderr(std::process::Stdio::piped())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stderr.contains("panicked") && !stderr.contains("Broken pipe"),
+            "{args:?}: {stderr}"
+        );
+        assert!(
+            out.status.code().is_some_and(|c| c == 0 || c == 1),
+            "{args:?} ended with {}: {stderr}",
+            out.status
+        );
+    }
+}
+
+/// `text` with every ray id (16 lower-case hex digits in a row) replaced by `RAY`.
+fn mask_ray_ids(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut run = String::new();
+    for c in text.chars().chain(std::iter::once(' ')) {
+        if c.is_ascii_digit() || ('a'..='f').contains(&c) {
+            run.push(c);
+            continue;
+        }
+        if run.len() == 16 {
+            out.push_str("RAY");
+        } else {
+            out.push_str(&run);
+        }
+        run.clear();
+        out.push(c);
+    }
+    out.pop();
+    out
+}
+
+/// `text` with every UTC time (`2026-11-28T16:30:15Z`, to the second) replaced by `TIME`.
+fn mask_times(text: &str) -> String {
+    const SHAPE: &[u8] = b"dddd-dd-ddTdd:dd:ddZ";
+    let bytes = text.as_bytes();
+    let fits = |at: usize| {
+        bytes.get(at..at + SHAPE.len()).is_some_and(|window| {
+            window.iter().zip(SHAPE).all(|(b, s)| match s {
+                b'd' => b.is_ascii_digit(),
+                other => b == other,
+            })
+        })
+    };
+    let (mut out, mut at) = (Vec::with_capacity(bytes.len()), 0);
+    while at < bytes.len() {
+        if fits(at) {
+            out.extend_from_slice(b"TIME");
+            at += SHAPE.len();
+        } else {
+            out.push(bytes[at]);
+            at += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
 }

@@ -94,9 +94,14 @@ fn a_new_key_is_limited_after_a_flood_of_distinct_keys() {
     assert!(statuses.iter().all(|&s| s == 200));
     assert_abuser_limited(&edge, &origin, "abuser");
     let (_, text) = admin_get(&edge, "/metrics");
-    let keys = metric(&text, "signpost_rate_limit_keys", &[]).unwrap();
+    let keys = metric(&text, "signpost_rate_limit_keys", &[("rule", "per-key")]).unwrap();
     assert!(keys <= 64.0, "{keys} keys tracked");
-    let evicted = metric(&text, "signpost_rate_limit_evicted_keys", &[]).unwrap();
+    let evicted = metric(
+        &text,
+        "signpost_rate_limit_evicted_keys_total",
+        &[("rule", "per-key")],
+    )
+    .unwrap();
     assert!(evicted >= 3_000.0 - 64.0, "{evicted} evicted");
 }
 
@@ -109,7 +114,12 @@ fn a_new_key_is_limited_when_every_tracked_key_is_being_limited() {
     assert!(statuses.iter().all(|&s| s == 200 || s == 429));
     assert_abuser_limited(&edge, &origin, "abuser");
     let (_, text) = admin_get(&edge, "/metrics");
-    let sketched = metric(&text, "signpost_rate_limit_sketched_requests", &[]).unwrap();
+    let sketched = metric(
+        &text,
+        "signpost_rate_limit_sketched_requests_total",
+        &[("rule", "per-key")],
+    )
+    .unwrap();
     assert!(
         sketched >= 5.0,
         "the abuser was counted in the sketch: {sketched}"

@@ -43,6 +43,10 @@ mod origin_failures;
 mod ops;
 // The pages for people: Accept-Language, a zone's fixed language, the cause of a refusal.
 mod pages;
+// /metrics by Prometheus' conventions: promtool, OpenMetrics, rules, referrals, process.
+mod metrics;
+// deploy/: the alert rules' unit tests, and every dashboard query against a real Prometheus.
+mod deploy;
 // The policy's codes through the running edge: 1005 1006 1009 1010 1011 1015 1020 1026.
 mod policy;
 // One truth on every route: the proxy and Markdown routes over HTTP/1.1 and HTTP/2, what the

@@ -133,7 +133,9 @@ fn reloads_under_load_drop_nothing_and_apply_every_time() {
 
 #[test]
 fn metrics_count_the_requests_just_made() {
-    let (_origin, edge) = echo_edge("metrics", "", "", &[]);
+    let every_client =
+        "[[rate_limit]]\nid = \"every-client\"\nperiod = \"60s\"\nrequests_per_period = 1000\n";
+    let (_origin, edge) = echo_edge("metrics", every_client, "", &[]);
     let http = client(&edge);
     for _ in 0..3 {
         assert_eq!(status_of(&http, &edge.url("/counted")), 200);
@@ -178,7 +180,15 @@ fn metrics_count_the_requests_just_made() {
         Some(3.0),
         "the upstream latency histogram saw the proxied requests:\n{text}"
     );
-    assert!(metric(&text, "signpost_rate_limit_keys", &[]).is_some());
+    // One client, one key, in the one rule.
+    assert_eq!(
+        metric(
+            &text,
+            "signpost_rate_limit_keys",
+            &[("rule", "every-client")]
+        ),
+        Some(1.0)
+    );
 }
 
 #[test]

@@ -759,8 +759,12 @@ headers = ["User-Agent: Mozilla/5.0"]
 expect = { status = 403, code = 1020, rule = "nope", zone = "api", origin = "http://127.0.0.1:9" }
 "#,
     );
-    let (code, stdout, stderr) =
-        run(&[OsStr::new("test"), example().as_os_str(), cases.as_os_str()]);
+    let (code, stdout, stderr) = run(&[
+        OsStr::new("test"),
+        OsStr::new("--config"),
+        example().as_os_str(),
+        cases.as_os_str(),
+    ]);
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(stdout.contains("PASS \"probe blocked\""), "{stdout}");
     assert!(stdout.contains("FAIL \"wrong expectations\""), "{stdout}");
@@ -783,7 +787,12 @@ expect = { status = 403, code = 1020, rule = "nope", zone = "api", origin = "htt
         "bad.toml",
         "[[case]]\nname = \"x\"\nurl = \"http://example.com/\"\nexpect = { stauts = 200 }\n",
     );
-    let (code, _, stderr) = run(&[OsStr::new("test"), example().as_os_str(), bad.as_os_str()]);
+    let (code, _, stderr) = run(&[
+        OsStr::new("test"),
+        OsStr::new("-c"),
+        example().as_os_str(),
+        bad.as_os_str(),
+    ]);
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("stauts"), "{stderr}");
 }

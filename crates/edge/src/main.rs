@@ -25,6 +25,9 @@ mod crawl;
 mod fleet;
 mod identify;
 mod markdown;
+// The policy's rules as counted, and the AI assistants that refer visitors.
+mod referral;
+mod rules;
 // What the operator runs and reads: the admin listener, the commands, trace.
 mod operator;
 
@@ -59,8 +62,12 @@ enum Command {
     Run(server::RunArgs),
     /// Validate a policy file: exit 0, or print every problem with file, line and column and exit 1.
     Check {
-        /// The policy file (TOML).
-        file: PathBuf,
+        /// The policy file, as `--config` gives it (kept for `signpost check FILE`); it wins
+        /// over `SIGNPOST_CONFIG`.
+        #[arg(hide = true)]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        policy: OptionalPolicy,
     },
     /// Print the exact response the edge sends for an error code: status line, headers, body.
     /// With `--config`, under that policy: its branding and the error rule that matches.
@@ -87,24 +94,56 @@ enum Command {
     /// Run test cases (requests and what is expected of them) against a policy file: exit 1
     /// when one fails.
     Test {
-        /// The policy file (TOML).
-        policy: PathBuf,
+        #[command(flatten)]
+        policy: Policy,
         /// The cases file (TOML, `[[case]]` entries; see docs/policy.md).
         cases: PathBuf,
     },
-    /// Exit 0 when the admin listener answers `/healthz` (the Docker HEALTHCHECK).
+    /// Exit 0 when the admin listener answers `/healthz` (the Docker HEALTHCHECK): the policy's
+    /// admin address, or 127.0.0.1:9901 without a policy.
     Health {
-        /// The health endpoint to ask.
-        #[arg(long, default_value = "http://127.0.0.1:9901/healthz")]
-        url: String,
+        /// The health endpoint to ask, instead of the policy's admin listener.
+        #[arg(long)]
+        url: Option<String>,
+        #[command(flatten)]
+        policy: OptionalPolicy,
     },
+    /// List the known bots: the catalog shipped with signpost, or with `--config` the policy's
+    /// (with its `[[bot]]` changes).
+    Bots(OptionalPolicy),
+}
+
+/// The policy file of a command that needs one: `--config FILE`, or `SIGNPOST_CONFIG`. Every
+/// command that reads a policy takes it this way.
+#[derive(clap::Args, Debug)]
+pub struct Policy {
+    /// The policy file (TOML).
+    #[arg(
+        long = "config",
+        short = 'c',
+        env = "SIGNPOST_CONFIG",
+        value_name = "FILE"
+    )]
+    pub config: PathBuf,
+}
+
+/// The policy file of a command that can do without one: `--config FILE`, or `SIGNPOST_CONFIG`.
+#[derive(clap::Args, Debug)]
+pub struct OptionalPolicy {
+    /// The policy file (TOML).
+    #[arg(
+        long = "config",
+        short = 'c',
+        env = "SIGNPOST_CONFIG",
+        value_name = "FILE"
+    )]
+    pub config: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
 pub struct TraceArgs {
-    /// The policy file (TOML).
-    #[arg(long, short = 'c')]
-    pub config: PathBuf,
+    #[command(flatten)]
+    pub policy: Policy,
     /// The request's URL: `http://host[:port]/path?query` or `https://...`.
     #[arg(long)]
     pub url: String,
@@ -136,28 +175,48 @@ pub struct TraceArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let done = |result: anyhow::Result<()>| result.map(|()| ExitCode::SUCCESS);
     let result = match cli.command {
-        Command::Run(args) => server::run(args),
-        Command::Check { file } => return commands::check(&file),
-        Command::Render(args) => commands::render(&args),
-        Command::Codes => commands::codes(),
-        Command::Tokens => commands::tokens(),
+        Command::Run(args) => done(server::run(args)),
+        Command::Check { file, policy } => match file.or(policy.config) {
+            Some(file) => commands::check(&file),
+            None => Err(anyhow::anyhow!(
+                "which policy? give it with --config FILE or SIGNPOST_CONFIG"
+            )),
+        },
+        Command::Render(args) => done(commands::render(&args)),
+        Command::Codes => done(commands::codes()),
+        Command::Tokens => done(commands::tokens()),
         Command::Markdown {
             file,
             url,
             max_bytes,
-        } => commands::markdown(&file, url.as_deref(), max_bytes),
-        Command::Trace(args) => trace_command(args),
-        Command::Test { policy, cases } => return trace::test_command(&policy, &cases),
-        Command::Health { url } => return commands::health(&url),
+        } => done(commands::markdown(&file, url.as_deref(), max_bytes)),
+        Command::Trace(args) => done(trace_command(args)),
+        Command::Test { policy, cases } => trace::test_command(&policy.config, &cases),
+        Command::Health { url, policy } => {
+            Ok(commands::health(url.as_deref(), policy.config.as_deref()))
+        }
+        Command::Bots(policy) => done(commands::bots(policy.config.as_deref())),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
+        // A reader that stopped reading (`signpost bots | head -1`) is no failure of ours.
+        Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("signpost: {err:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// Whether writing the output failed because its reader closed the pipe.
+fn is_broken_pipe(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// `signpost trace`: the flags as a request.
@@ -174,7 +233,7 @@ fn trace_command(args: TraceArgs) -> anyhow::Result<()> {
         sni: args.sni,
     };
     let lines: Vec<Vec<u8>> = args.headers.iter().map(|h| h.as_bytes().to_vec()).collect();
-    trace::command(&args.config, &spec, &lines, args.json)
+    trace::command(&args.policy.config, &spec, &lines, args.json)
 }
 
 #[cfg(test)]

@@ -1,10 +1,12 @@
-//! Prometheus metrics: what the edge answered, how fast the origin was, how reloads went.
+//! Prometheus metrics: what the edge answered, how fast the origin was, how reloads went, which
+//! policy is loaded.
 
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -33,6 +35,32 @@ struct OutcomeLabel {
     outcome: &'static str,
 }
 
+/// `signpost_policy_info{sha256}`: which policy is loaded, as the SHA-256 of its text. One
+/// series, replaced on every load, so that instances serving different policies stand out.
+#[derive(Clone, Debug, Default)]
+struct PolicyInfo(Arc<Mutex<Box<str>>>);
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyInfoLabels {
+    sha256: Box<str>,
+}
+
+impl Collector for PolicyInfo {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let sha256 = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if sha256.is_empty() {
+            return Ok(());
+        }
+        let info = prometheus_client::metrics::info::Info::new(PolicyInfoLabels { sha256 });
+        info.encode(encoder.encode_descriptor(
+            "policy",
+            "A metric with a constant '1' value labeled by the SHA-256 of the loaded policy's text.",
+            None,
+            info.metric_type(),
+        )?)
+    }
+}
+
 /// The origin statuses whose counters a zone keeps at hand; others are looked up by label.
 const COMMON_STATUSES: [u16; 12] = [200, 204, 206, 301, 302, 304, 307, 308, 400, 403, 404, 500];
 
@@ -57,6 +85,9 @@ impl ZoneMetrics {
 /// counts.
 pub struct Metrics {
     registry: Registry,
+    /// The process's metrics, under their standard unprefixed names (`process_*`).
+    process: Registry,
+    policy_info: PolicyInfo,
     requests: Family<RequestLabels, Counter>,
     upstream_latency: Family<ZoneLabel, Histogram>,
     reloads: Family<OutcomeLabel, Counter>,
@@ -83,6 +114,10 @@ pub struct Metrics {
     pub markdown_cache: crate::markdown::cache::CacheMetrics,
     /// The served TLS certificates' expiry, and reloads that could not load one.
     pub certs: crate::connection::certs::CertMetrics,
+    /// Requests each rule of the policy acted on.
+    pub rules: crate::rules::RuleMetrics,
+    /// Requests referred by AI assistants.
+    pub referrals: crate::referral::ReferralMetrics,
 }
 
 impl Metrics {
@@ -125,8 +160,17 @@ impl Metrics {
         let crawl = crate::crawl::metrics::CrawlMetrics::register(&mut registry);
         let certs = crate::connection::certs::CertMetrics::register(&mut registry);
         let divert = crate::origin::divert::DivertMetrics::register(&mut registry);
+        let rules = crate::rules::RuleMetrics::register(&mut registry);
+        let referrals = crate::referral::ReferralMetrics::register(&mut registry);
+        let policy_info = PolicyInfo::default();
+        registry.register_collector(Box::new(policy_info.clone()));
+        crate::operator::process::register_build_info(&mut registry);
+        let mut process = Registry::default();
+        crate::operator::process::register_process(&mut process);
         Metrics {
             registry,
+            process,
+            policy_info,
             requests,
             upstream_latency,
             reloads,
@@ -142,6 +186,8 @@ impl Metrics {
             identity,
             markdown_cache,
             certs,
+            rules,
+            referrals,
         }
     }
 
@@ -221,11 +267,20 @@ impl Metrics {
         self.policy_generation.inc();
     }
 
-    /// The Prometheus text exposition of every metric.
+    /// The policy about to serve: its hash is `signpost_policy_info`'s label from now on.
+    pub fn observe_policy(&self, policy: &signpost_policy::CompiledPolicy) {
+        *self.policy_info.0.lock().unwrap_or_else(|e| e.into_inner()) = policy.sha256().into();
+    }
+
+    /// The OpenMetrics text exposition of every metric (see `operator::exposition` for the
+    /// classic format).
     pub fn encode(&self) -> String {
+        use prometheus_client::encoding::text;
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = text::encode_registry(&mut out, &self.registry);
+        let _ = text::encode_registry(&mut out, &self.process);
+        let _ = text::encode_eof(&mut out);
         out
     }
 }

@@ -442,6 +442,11 @@ impl ProxyHttp for Edge {
             upstream_latency.filter(|_| ctx.origin.addr.is_some()),
         );
         let zone = zone.map(|z| z.name());
+        self.metrics.referrals.observe(
+            zone,
+            req.headers.get(http::header::REFERER).map(|v| v.as_bytes()),
+            req.uri.query(),
+        );
         tracing::info!(
             target: "access",
             ray_id = %ctx.ray_id,
@@ -519,6 +524,7 @@ impl Edge {
         if let (Some(divert), Some(zone), Some(rule)) = (ctx.divert(), ctx.zone(), &ctx.rule_id) {
             self.metrics.divert.request(&zone.name, rule, &divert.name);
         }
+        loaded.rules.observe(&decision);
         if !decision.identity.is_nobody() {
             self.metrics.identity.observe(&decision.identity);
             ctx.identity = Some(Box::new(std::mem::take(&mut decision.identity)));

@@ -39,6 +39,8 @@ pub struct Loaded {
     /// The origins' robots.txt files, parsed, per zone; kept across reloads for the zones
     /// that remain.
     pub robots: Arc<crate::crawl::robots::RobotsStore>,
+    /// The counters of the policy's rules, by rule id.
+    pub rules: crate::rules::RuleCounters,
 }
 
 impl Loaded {
@@ -95,6 +97,9 @@ impl Loaded {
         let robots = previous.map_or_else(Default::default, |p| Arc::clone(&p.robots));
         let zone_names: Vec<Arc<str>> = policy.zones().iter().map(|z| z.name.clone()).collect();
         robots.retain_zones(&zone_names);
+        // Last: nothing after this refuses the policy, which now serves (or is about to).
+        let rules = metrics.rules.for_policy(&policy);
+        metrics.observe_policy(&policy);
         Ok(Loaded {
             policy,
             zone_metrics,
@@ -103,6 +108,7 @@ impl Loaded {
             markdown_caches,
             ledger,
             robots,
+            rules,
         })
     }
 

@@ -15,6 +15,9 @@ use signpost_policy::{Identity, SignatureOutcome};
 struct BotLabels {
     /// A catalog name: at most `signpost_policy::MAX_BOTS` of them, never request text.
     bot: Arc<str>,
+    /// Who runs it, as the catalog names them (the AI referrals' `operator` uses the same
+    /// names, so that crawls and referrals can be put side by side per operator).
+    operator: Arc<str>,
     category: Arc<str>,
     status: &'static str,
 }
@@ -66,8 +69,8 @@ impl IdentityMetrics {
         let bots = Family::<BotLabels, Counter>::default();
         registry.register(
             "bot_requests",
-            "Requests from known bots, by bot, category and status (verified, pending, failed, \
-             unverifiable)",
+            "Requests from known bots, by bot, operator, category and status (verified, pending, \
+             failed, unverifiable)",
             bots.clone(),
         );
         let signatures = Family::<SignatureLabels, Counter>::default();
@@ -114,6 +117,7 @@ impl IdentityMetrics {
             self.bots
                 .get_or_create(&BotLabels {
                     bot: Arc::clone(&bot.name),
+                    operator: Arc::clone(&bot.operator),
                     category: Arc::clone(&bot.category),
                     status: identity.status.as_str(),
                 })

@@ -117,6 +117,7 @@ pub use policy::{
 };
 pub use ratelimit::DEFAULT_MAX_KEYS;
 pub use robots::{KnownCrawler, RobotsConfig, RobotsMode, content_signal, managed_block};
+pub use rules::{RateLimitState, RuleInfo};
 pub use signpost_problem::Code;
 pub use tls::{Hsts, HttpsRedirect, ZoneTls};
 pub use trace::{PHASES, StepKind, Trace, TraceStep};

@@ -585,6 +585,79 @@ fn rate_state_survives_reload_when_the_rule_is_unchanged() {
     assert_eq!(r.decide(&fresh, t0).verdict, Verdict::Proxy);
 }
 
+#[test]
+fn each_rate_limit_rule_reports_its_own_keys() {
+    let text = format!(
+        "{RATE}\n[[rate_limit]]\nid = \"all\"\nperiod = \"10s\"\nrequests_per_period = 100\n{ZONE}"
+    );
+    let p = compile(&text, Path::new("."));
+    let t0 = Instant::now();
+    req("1.2.3.4", "/api/x").decide(&p, t0);
+    req("1.2.3.5", "/home").decide(&p, t0);
+    let states = p.rate_limit_states();
+    let by_rule: Vec<(&str, usize)> = states.iter().map(|s| (&*s.rule, s.keys)).collect();
+    // "api" counts the /api/ request only; "all" counts both clients.
+    assert_eq!(by_rule, [("api", 1), ("all", 2)]);
+    assert_eq!(
+        states.iter().map(|s| s.keys).sum::<usize>(),
+        p.rate_limit_keys()
+    );
+}
+
+// === the rules as the operator's metrics list them ===
+
+#[test]
+fn the_rules_are_listed_with_their_phase_and_action_in_the_order_they_run() {
+    let dir = write_dbs();
+    let text = format!(
+        "[browser_check]\n{RATE}{}",
+        access_policy(&dir.join("flat.mmdb").display().to_string())
+    )
+    .replace(
+        "[[custom_rule]]",
+        "[hotlink]\nextensions = [\"png\"]\n\n[[custom_rule]]\nid = \"note\"\naction = \"log\"\nexpression = 'http.request.method eq \"GET\"'\n\n[[custom_rule]]",
+    );
+    let p = compile(&text, &dir);
+    let rules = p.rules();
+    let listed: Vec<String> = rules
+        .iter()
+        .map(|r| format!("{} {} {}", r.phase, r.action, r.id))
+        .collect();
+    assert_eq!(
+        listed,
+        [
+            "access_rules allow office",
+            "access_rules block bad-ips",
+            "access_rules block bad-asn",
+            "access_rules block embargo",
+            "browser_check block browser-check",
+            "hotlink block hotlink",
+            "legal_rules block dmca-1",
+            "custom_rules log note",
+            "custom_rules block no-admin",
+            "rate_limits rate_limit api",
+        ]
+    );
+    // Every phase named is one of the decision's phases.
+    for rule in p.rules() {
+        assert!(signpost_policy::PHASES.contains(&rule.phase), "{rule:?}");
+    }
+}
+
+#[test]
+fn the_policy_hash_is_the_sha256_of_its_text() {
+    let text = format!("{RATE}{ZONE}");
+    let p = compile(&text, Path::new("."));
+    use sha2::Digest;
+    let expected: String = sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    assert_eq!(p.sha256(), expected);
+    let other = compile(ZONE, Path::new("."));
+    assert_ne!(other.sha256(), p.sha256());
+}
+
 // === phase order ===
 
 #[test]

@@ -166,10 +166,28 @@ struct CrawlerLabel {
     crawler: Arc<str>,
 }
 
-/// The ledger's metric family: cents charged (pay per crawl) and recorded, per crawler.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: &'static str,
+}
+
+impl LedgerError {
+    /// The error as the failures metric labels it.
+    fn reason(&self) -> &'static str {
+        match self {
+            LedgerError::Full => "full",
+            LedgerError::Io(_) => "io",
+            LedgerError::Closed => "closed",
+        }
+    }
+}
+
+/// The ledger's metric families: cents charged (pay per crawl) and recorded, per crawler; and
+/// charges the ledger could not record, by reason.
 #[derive(Clone)]
 pub struct LedgerMetrics {
     charged_cents: Family<CrawlerLabel, Counter>,
+    failures: Family<ReasonLabel, Counter>,
 }
 
 impl LedgerMetrics {
@@ -181,7 +199,36 @@ impl LedgerMetrics {
              (catalog names; other for the rest)",
             charged_cents.clone(),
         );
-        LedgerMetrics { charged_cents }
+        let failures = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "ledger_failures",
+            "Charges the ledger could not record, so refused (the crawler may retry), by reason: \
+             full (its queue), io (a write or sync failed), closed (its writer stopped)",
+            failures.clone(),
+        );
+        // Every reason from the start, at 0: an alert reads its rate before any failure.
+        for error in [
+            LedgerError::Full,
+            LedgerError::Io(String::new()),
+            LedgerError::Closed,
+        ] {
+            drop(failures.get_or_create(&ReasonLabel {
+                reason: error.reason(),
+            }));
+        }
+        LedgerMetrics {
+            charged_cents,
+            failures,
+        }
+    }
+
+    /// A charge the ledger could not record.
+    fn failed(&self, error: &LedgerError) {
+        self.failures
+            .get_or_create(&ReasonLabel {
+                reason: error.reason(),
+            })
+            .inc();
     }
 
     /// A charge recorded in the ledger, by the crawler's catalog name.
@@ -262,6 +309,18 @@ impl Ledger {
         record: &LedgerRecord,
         crawler_label: &Arc<str>,
     ) -> Result<(), LedgerError> {
+        let recorded = self.append(record).await;
+        if let Some(metrics) = &self.metrics {
+            match &recorded {
+                Ok(()) => metrics.charged(crawler_label, record.price.cents()),
+                Err(e) => metrics.failed(e),
+            }
+        }
+        recorded
+    }
+
+    /// Queues `record` and waits until the writer has made it durable, or failed to.
+    async fn append(&self, record: &LedgerRecord) -> Result<(), LedgerError> {
         let (done, wait) = tokio::sync::oneshot::channel();
         let pending = Pending {
             line: record.to_line(),
@@ -272,11 +331,7 @@ impl Ledger {
             Err(TrySendError::Full(_)) => return Err(LedgerError::Full),
             Err(TrySendError::Disconnected(_)) => return Err(LedgerError::Closed),
         }
-        wait.await.unwrap_or(Err(LedgerError::Closed))?;
-        if let Some(metrics) = &self.metrics {
-            metrics.charged(crawler_label, record.price.cents());
-        }
-        Ok(())
+        wait.await.unwrap_or(Err(LedgerError::Closed))
     }
 }
 
@@ -711,8 +766,10 @@ mod tests {
             max_batch: 1,
             ..LedgerOptions::default()
         };
+        let mut registry = Registry::with_prefix("signpost");
+        let metrics = LedgerMetrics::register(&mut registry);
         runtime().block_on(async {
-            let ledger = Arc::new(Ledger::open(&dir, options, None).unwrap());
+            let ledger = Arc::new(Ledger::open(&dir, options, Some(metrics)).unwrap());
             // Many records at once into a queue of one: some must be refused, and each is
             // either refused or written, never both.
             let mut tasks = Vec::new();
@@ -735,6 +792,16 @@ mod tests {
                 }
             }
             assert!(refused > 0, "a queue of one took 200 records at once");
+            // Each refusal is counted as a failure of the ledger, by its reason.
+            let mut text = String::new();
+            prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+            assert!(
+                text.contains(&format!(
+                    "signpost_ledger_failures_total{{reason=\"full\"}} {refused}\n"
+                )),
+                "{text}"
+            );
+            assert!(text.contains("signpost_ledger_failures_total{reason=\"io\"} 0\n"));
             drop(ledger);
             let mut on_disk: Vec<u64> = read_all(&dir).iter().map(seq_of).collect();
             on_disk.sort_unstable();

@@ -14,6 +14,7 @@ use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 
 use crate::metrics::Metrics;
+use crate::operator::exposition;
 use crate::reload::Loaded;
 
 pub struct Admin {
@@ -255,17 +256,21 @@ impl ServeHttp for Admin {
             "/metrics" => {
                 let loaded = self.policy.load();
                 let policy = &loaded.policy;
-                self.metrics
-                    .rate_limits
-                    .set(policy.rate_limit_keys(), policy.rate_limit_pressure());
+                self.metrics.rate_limits.set(policy.rate_limit_states());
                 self.metrics
                     .markdown_cache
                     .refresh(loaded.markdown_caches());
-                text(
-                    StatusCode::OK,
-                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    self.metrics.encode(),
-                )
+                let accept = session.req_header().headers.get(http::header::ACCEPT);
+                let openmetrics = self.metrics.encode();
+                if exposition::wants_openmetrics(accept.map(|v| v.as_bytes())) {
+                    text(StatusCode::OK, exposition::OPENMETRICS, openmetrics)
+                } else {
+                    text(
+                        StatusCode::OK,
+                        exposition::TEXT,
+                        exposition::to_text_format(&openmetrics),
+                    )
+                }
             }
             "/trace" => self.trace(session).await,
             "/purge" => self.purge(session),

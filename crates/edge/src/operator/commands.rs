@@ -1,4 +1,8 @@
-//! The commands that do not serve traffic: check, render, codes, tokens, health.
+//! The commands that do not serve traffic: check, render, codes, tokens, bots, health.
+//!
+//! Output goes through `writeln!` to a locked stdout, never `println!`: a reader that closes
+//! the pipe early (`signpost bots | head -1`) makes a write fail with `BrokenPipe`, which `main`
+//! ends quietly, where `println!` would panic.
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, TcpStream, ToSocketAddrs};
@@ -16,7 +20,7 @@ use crate::request::ray::RayId;
 /// refuses, `check` refuses: the policy's own checks (the files it names among them), then the
 /// TLS listeners' and zones' certificate files as the edge's TLS library takes them (`certs::check_files`, which `run`
 /// calls too).
-pub fn check(file: &Path) -> ExitCode {
+pub fn check(file: &Path) -> anyhow::Result<ExitCode> {
     let checked = CompiledPolicy::load(file, None).and_then(|policy| {
         let listeners = policy.listeners().iter().filter_map(|l| l.tls.as_ref());
         let zones = policy.zones().iter().filter_map(|z| z.tls.files.as_ref());
@@ -27,17 +31,18 @@ pub fn check(file: &Path) -> ExitCode {
     });
     match checked {
         Ok(policy) => {
-            println!(
+            writeln!(
+                std::io::stdout().lock(),
                 "{}: ok ({} zones, {} listeners)",
                 file.display(),
                 policy.zones().len(),
                 policy.listeners().len()
-            );
-            ExitCode::SUCCESS
+            )?;
+            Ok(ExitCode::SUCCESS)
         }
         Err(err) => {
             eprintln!("{err}");
-            ExitCode::from(1)
+            Ok(ExitCode::from(1))
         }
     }
 }
@@ -54,7 +59,7 @@ pub struct RenderArgs {
     #[arg(long, default_value = "example.com")]
     host: String,
     /// The policy whose branding and error rules apply (default: none).
-    #[arg(long)]
+    #[arg(long, short = 'c', env = "SIGNPOST_CONFIG", value_name = "FILE")]
     config: Option<PathBuf>,
     /// The zone (by name) whose error rules apply; default: the zone serving `--host`.
     #[arg(long)]
@@ -307,18 +312,115 @@ pub fn tokens() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `signpost health`: a GET on the admin listener's `/healthz`; exit 0 on a 200.
+/// `signpost bots`: the known bots as a table: the shipped catalog, or the policy's.
+pub fn bots(policy: Option<&Path>) -> anyhow::Result<()> {
+    let loaded = match policy {
+        Some(path) => Some(CompiledPolicy::load(path, None).map_err(|e| anyhow::anyhow!("{e}"))?),
+        None => None,
+    };
+    let shipped;
+    let catalog = match loaded.as_ref().and_then(|p| p.bot_catalog()) {
+        Some(catalog) => catalog,
+        None => {
+            shipped = signpost_policy::BotCatalog::shipped();
+            &shipped
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "{:<20} {:<17} {:<24} {:<16} {:<20} verified by",
+        "name", "operator", "category", "behaviors", "user agent"
+    )?;
+    for bot in catalog.bots() {
+        let mut verified_by = Vec::new();
+        if !bot.web_bot_auth.is_empty() {
+            verified_by.push("web bot auth");
+        }
+        if !bot.ip_ranges_url.is_empty() {
+            verified_by.push("published IP list");
+        }
+        if !bot.rdns.is_empty() {
+            verified_by.push("reverse DNS");
+        }
+        if verified_by.is_empty() && bot.is_verifiable() {
+            verified_by.push("IP ranges");
+        }
+        let behaviors = match bot.behaviors.as_str() {
+            "" => "-",
+            b => b,
+        };
+        writeln!(
+            out,
+            "{:<20} {:<17} {:<24} {:<16} {:<20} {}",
+            bot.name,
+            bot.operator,
+            bot.category,
+            behaviors,
+            bot.user_agent.as_deref().unwrap_or("-"),
+            if verified_by.is_empty() {
+                "cannot be verified".to_string()
+            } else {
+                verified_by.join(", ")
+            }
+        )?;
+    }
+    Ok(())
+}
+
+/// `signpost health`: a GET on the admin listener's `/healthz`; exit 0 on a 200. The URL is
+/// `--url`, else the policy's admin address (`--config` or `SIGNPOST_CONFIG`), else the default
+/// admin address.
 ///
 /// Hand-written on purpose: the runtime image has no curl, and one GET over loopback does not
 /// justify an HTTP client dependency in the binary.
-pub fn health(url: &str) -> ExitCode {
-    match probe(url) {
+pub fn health(url: Option<&str>, policy: Option<&Path>) -> ExitCode {
+    let url = match (url, policy) {
+        (Some(url), _) => Ok(url.to_owned()),
+        (None, Some(policy)) => admin_url(policy),
+        (None, None) => Ok(format!("http://{}/healthz", signpost_policy::DEFAULT_ADMIN)),
+    };
+    match url.and_then(|url| probe(&url).with_context(|| format!("asking {url}"))) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("signpost health: {err:#}");
             ExitCode::from(1)
         }
     }
+}
+
+/// The `/healthz` URL of the policy's admin listener. Only the `admin` key is read, not the
+/// whole policy: a health check every few seconds should not compile rules or open databases.
+fn admin_url(policy: &Path) -> anyhow::Result<String> {
+    #[derive(serde::Deserialize)]
+    struct AdminOnly {
+        admin: Option<String>,
+    }
+    let text =
+        std::fs::read_to_string(policy).with_context(|| format!("reading {}", policy.display()))?;
+    let file: AdminOnly =
+        toml::from_str(&text).with_context(|| format!("reading {}", policy.display()))?;
+    let admin = file
+        .admin
+        .unwrap_or_else(|| signpost_policy::DEFAULT_ADMIN.to_owned());
+    let admin = admin.trim();
+    if admin.is_empty() || admin == "off" {
+        bail!(
+            "{}: the admin listener is off (admin = \"off\"): nothing to ask",
+            policy.display()
+        );
+    }
+    let addr: std::net::SocketAddr = admin
+        .parse()
+        .with_context(|| format!("{}: admin = {admin:?} is not an address", policy.display()))?;
+    // A wildcard address is reached over loopback.
+    let host = match addr.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => "127.0.0.1".to_owned(),
+        IpAddr::V6(ip) if ip.is_unspecified() => "[::1]".to_owned(),
+        IpAddr::V4(ip) => ip.to_string(),
+        IpAddr::V6(ip) => format!("[{ip}]"),
+    };
+    Ok(format!("http://{host}:{}/healthz", addr.port()))
 }
 
 fn probe(url: &str) -> anyhow::Result<()> {

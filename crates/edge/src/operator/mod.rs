@@ -3,4 +3,6 @@
 
 pub(crate) mod admin;
 pub(crate) mod commands;
+pub(crate) mod exposition;
+pub(crate) mod process;
 pub(crate) mod trace;

@@ -913,13 +913,14 @@ fn differences(expect: &Expect, traced: &Traced) -> Vec<String> {
 pub fn test_command(
     policy_path: &std::path::Path,
     cases_path: &std::path::Path,
-) -> std::process::ExitCode {
+) -> anyhow::Result<std::process::ExitCode> {
+    use std::io::Write;
     use std::process::ExitCode;
     let policy = match CompiledPolicy::load(policy_path, None) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("{e}");
-            return ExitCode::from(2);
+            return Ok(ExitCode::from(2));
         }
     };
     let cases: CasesFile = match std::fs::read_to_string(cases_path)
@@ -929,9 +930,10 @@ pub fn test_command(
         Ok(c) => c,
         Err(e) => {
             eprintln!("{}: {e}", cases_path.display());
-            return ExitCode::from(2);
+            return Ok(ExitCode::from(2));
         }
     };
+    let mut stdout = std::io::stdout().lock();
     let (mut passed, mut failed) = (0usize, 0usize);
     for case in &cases.case {
         // Each case is traced: it counts nothing, so cases do not depend on their order.
@@ -972,21 +974,21 @@ pub fn test_command(
         };
         if problems.is_empty() {
             passed += 1;
-            println!("PASS {}", quoted(&case.name));
+            writeln!(stdout, "PASS {}", quoted(&case.name))?;
         } else {
             failed += 1;
-            println!("FAIL {}", quoted(&case.name));
+            writeln!(stdout, "FAIL {}", quoted(&case.name))?;
             for p in problems {
-                println!("     {p}");
+                writeln!(stdout, "     {p}")?;
             }
         }
     }
-    println!("{passed} passed, {failed} failed");
-    if failed > 0 {
+    writeln!(stdout, "{passed} passed, {failed} failed")?;
+    Ok(if failed > 0 {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
-    }
+    })
 }
 
 #[cfg(test)]

@@ -1,12 +1,17 @@
 //! What the edge refuses before any zone looks at a request, the per-client key its caps count
 //! under, and the deadlines it sets on each request's connection.
 
-use std::sync::atomic::{AtomicI64, AtomicU64};
+use std::sync::{Arc, Mutex};
 
 use pingora::http::RequestHeader;
 use pingora::proxy::Session;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
+use signpost_policy::RateLimitState;
 use signpost_problem::Code;
 
 /// A request body as it streams to the origin: counted against the zone's limit and timed
@@ -29,49 +34,81 @@ pub const MAX_HEADER_BYTES: usize = 32 * 1024;
 /// `Edge::preread_chunked_body`.
 const PREREAD_MAX_HEAD: usize = 16 * 1024;
 
-/// The rate limiters' state, as the admin listener reads it before each scrape.
-#[derive(Clone)]
+/// The rate limiters' state by rule, as the admin listener reads it from the loaded policy
+/// before each scrape: the keys each rule tracks (a gauge), and the keys it evicted and the
+/// requests it counted in its sketch (counters, from when the rule's counters were created: a
+/// reload keeps an unchanged rule's and starts a changed one's at zero, which Prometheus reads
+/// as a counter reset). The label set is the loaded policy's rate-limit rules.
+#[derive(Clone, Debug, Default)]
 pub struct RateLimitMetrics {
-    keys: Gauge<i64, AtomicI64>,
-    evicted: Gauge<u64, AtomicU64>,
-    sketched: Gauge<u64, AtomicU64>,
+    rules: Arc<Mutex<Vec<RateLimitState>>>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RuleLabel {
+    rule: Arc<str>,
 }
 
 impl RateLimitMetrics {
     pub fn register(registry: &mut Registry) -> RateLimitMetrics {
-        let keys = Gauge::default();
-        registry.register(
-            "rate_limit_keys",
-            "Keys currently tracked by the rate limiters",
-            keys.clone(),
-        );
-        let evicted = Gauge::default();
-        registry.register(
-            "rate_limit_evicted_keys",
-            "Keys not being limited that the rate limiters evicted, least recently seen first, \
-             to count new keys (since the rules' counters were created)",
-            evicted.clone(),
-        );
-        let sketched = Gauge::default();
-        registry.register(
-            "rate_limit_sketched_requests",
-            "Requests of new keys counted in a rule's fixed-size sketch because every slot held \
-             a key being limited (since the rules' counters were created)",
-            sketched.clone(),
-        );
-        RateLimitMetrics {
-            keys,
-            evicted,
-            sketched,
-        }
+        let metrics = RateLimitMetrics::default();
+        registry.register_collector(Box::new(metrics.clone()));
+        metrics
     }
 
-    /// The keys tracked now, and the (evicted, sketched) totals of the policy's rules.
-    pub fn set(&self, keys: usize, (evicted, sketched): (u64, u64)) {
-        self.keys.set(i64::try_from(keys).unwrap_or(i64::MAX));
-        self.evicted.set(evicted);
-        self.sketched.set(sketched);
+    /// The state of each rate-limit rule of the loaded policy, now.
+    pub fn set(&self, rules: Vec<RateLimitState>) {
+        *self.rules.lock().unwrap_or_else(|e| e.into_inner()) = rules;
     }
+}
+
+impl Collector for RateLimitMetrics {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let rules = self.rules.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut keys = encoder.encode_descriptor(
+            "rate_limit_keys",
+            "Keys currently tracked by each rate-limit rule.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for r in &rules {
+            let label = RuleLabel {
+                rule: r.rule.clone(),
+            };
+            ConstGauge::new(i64::try_from(r.keys).unwrap_or(i64::MAX))
+                .encode(keys.encode_family(&label)?)?;
+        }
+        encode_counters(
+            &mut encoder,
+            "rate_limit_evicted_keys",
+            "Keys not being limited that a rate-limit rule evicted, least recently seen first, \
+             to count new keys (since the rule's counters were created).",
+            rules.iter().map(|r| (&r.rule, r.evicted)),
+        )?;
+        encode_counters(
+            &mut encoder,
+            "rate_limit_sketched_requests",
+            "Requests of new keys a rate-limit rule counted in its fixed-size sketch because \
+             every slot held a key being limited (since the rule's counters were created).",
+            rules.iter().map(|r| (&r.rule, r.sketched)),
+        )?;
+        Ok(())
+    }
+}
+
+/// A counter family by rule, of the values given.
+fn encode_counters<'r>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    values: impl Iterator<Item = (&'r Arc<str>, u64)>,
+) -> Result<(), std::fmt::Error> {
+    let mut family = encoder.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (rule, value) in values {
+        let label = RuleLabel { rule: rule.clone() };
+        ConstCounter::new(value).encode(family.encode_family(&label)?)?;
+    }
+    Ok(())
 }
 
 /// The key a client's connections and requests in flight are counted under.

@@ -503,7 +503,14 @@ pub(crate) fn validate(entries: &[Spanned<BotFile>], d: &mut Diagnostics<'_>) ->
 /// The catalog as shipped, unchanged.
 #[cfg(test)]
 pub(crate) fn shipped_catalog() -> BotCatalog {
-    BotCatalog::compile(shipped())
+    BotCatalog::shipped()
+}
+
+impl BotCatalog {
+    /// The catalog as shipped with the binary, before any policy's `[[bot]]` changes.
+    pub fn shipped() -> BotCatalog {
+        BotCatalog::compile(shipped())
+    }
 }
 
 fn shipped() -> Vec<Bot> {

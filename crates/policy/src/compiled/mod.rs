@@ -12,7 +12,7 @@ use crate::fleet::RedisConfig;
 use crate::host::{HostTable, ParsedHost};
 use crate::identity::{Evidence, Identity, NoEvidence};
 use crate::policy::{self, BrandingConfig, Connections, Listener, Zone, ZoneId};
-use crate::rules::{self, Rules};
+use crate::rules::{self, RateLimitState, RuleInfo, Rules};
 use crate::trace::{NoTrace, Recorder, Trace};
 use crate::verdict::Verdict;
 
@@ -38,6 +38,8 @@ pub struct CompiledPolicy {
     identification: Option<Identification>,
     /// `[ledger]`: where charged responses are recorded.
     ledger: Option<crate::crawl::LedgerConfig>,
+    /// The SHA-256 of the policy text, in lower-case hex: which policy is loaded.
+    sha256: Box<str>,
 }
 
 /// The policy's way of telling who is asking.
@@ -139,6 +141,7 @@ impl CompiledPolicy {
             rules,
             identification,
             ledger,
+            sha256: hex_sha256(text.as_bytes()),
         })
     }
 
@@ -427,6 +430,37 @@ impl CompiledPolicy {
     pub fn rate_limit_pressure(&self) -> (u64, u64) {
         self.rules.rate_limit_pressure()
     }
+
+    /// Each rate-limit rule's counters as they are now, in file order (for metrics).
+    pub fn rate_limit_states(&self) -> Vec<RateLimitState> {
+        self.rules.rate_limit_states()
+    }
+
+    /// Every rule that can decide a request, or note one (`log`): its id, phase and action, in
+    /// the order the phases run them. The rule ids a [`Decision`] names are among these.
+    pub fn rules(&self) -> Vec<RuleInfo> {
+        self.rules.list()
+    }
+
+    /// The SHA-256 of the policy text this was compiled from, in lower-case hex: the same file
+    /// gives the same hash on every instance, so that an operator can tell which policy each
+    /// one serves. (Files the policy names, such as databases, are not part of it.)
+    pub fn sha256(&self) -> &str {
+        &self.sha256
+    }
+}
+
+/// `bytes`' SHA-256 in lower-case hex.
+fn hex_sha256(bytes: &[u8]) -> Box<str> {
+    use sha2::Digest;
+    use std::fmt::Write;
+    let digest = sha2::Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for byte in digest {
+        // Writing into a String cannot fail.
+        let _ = write!(hex, "{byte:02x}");
+    }
+    hex.into_boxed_str()
 }
 
 #[cfg(test)]

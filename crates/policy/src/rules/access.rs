@@ -170,6 +170,13 @@ pub(crate) enum Trust {
 }
 
 impl AccessTables {
+    /// Each access rule's id and action, in file order.
+    pub(super) fn rules(&self) -> impl Iterator<Item = (&Arc<str>, Action)> {
+        self.ids
+            .iter()
+            .zip(self.about.iter().map(|(action, _)| *action))
+    }
+
     /// The phase's step in a trace: the values the access rules look up.
     pub(crate) fn phase_step(&self, cx: &Cx<'_>) -> TraceStep {
         let step = TraceStep::phase(

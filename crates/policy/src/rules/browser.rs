@@ -83,6 +83,11 @@ fn build_regex(p: &str) -> Result<regex::Regex, String> {
 }
 
 impl BrowserCheck {
+    /// The check's rule id (`browser-check` unless the policy names it).
+    pub(super) fn id(&self) -> &Arc<str> {
+        &self.id
+    }
+
     pub(crate) fn check<T: Tracer>(
         &self,
         cx: &Cx<'_>,

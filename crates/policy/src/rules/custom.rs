@@ -156,6 +156,11 @@ fn divert_name(
 }
 
 impl LegalRules {
+    /// The legal rules' ids, in file order.
+    pub(super) fn ids(&self) -> impl Iterator<Item = &Arc<str>> {
+        self.0.iter().map(|(id, _)| id)
+    }
+
     pub(crate) fn check<T: Tracer>(
         &self,
         cx: &Cx<'_>,
@@ -186,6 +191,11 @@ fn expression_step(id: &str, f: &Filter, cx: &Cx<'_>, matched: bool, action: Act
 }
 
 impl CustomRules {
+    /// Each custom rule's id and action, in file order.
+    pub(super) fn rules(&self) -> impl Iterator<Item = (&Arc<str>, Action)> {
+        self.rules.iter().map(|r| (&r.id, r.action))
+    }
+
     pub(crate) fn new(rules: Vec<CustomRule>) -> CustomRules {
         CustomRules {
             index: FilterIndex::new(rules.iter().map(|r| &r.filter)),

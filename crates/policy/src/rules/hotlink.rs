@@ -68,6 +68,11 @@ pub(super) fn validate(
 }
 
 impl HotlinkSpec {
+    /// The rule id (`hotlink` unless the policy names it).
+    pub(super) fn id(&self) -> &Arc<str> {
+        &self.id
+    }
+
     /// `zone_hosts`: the serving zone's own names, whose pages may embed anything.
     pub(crate) fn check<T: Tracer>(
         &self,

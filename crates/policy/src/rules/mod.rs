@@ -23,6 +23,10 @@ pub(crate) use errors::ErrorRules;
 pub(crate) use hotlink::HotlinkSpec;
 pub(crate) use rate::{RateRule, RateSpec};
 
+use std::sync::Arc;
+
+use common::Action;
+
 use crate::error::{Diagnostics, ProblemKind};
 use crate::file::PolicyFile;
 use crate::geo::{AsnDb, CountryDb};
@@ -113,6 +117,33 @@ pub(crate) fn validate(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Pa
     spec.asn_needed_at = needs.asn_needed_at;
     spec.identity_needed = needs.identity_needed;
     spec
+}
+
+/// A rule of the policy as the operator's metrics and logs name it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleInfo {
+    /// Its id, unique in the policy (a default one for `[browser_check]` and `[hotlink]`).
+    pub id: Arc<str>,
+    /// The phase that runs it, one of [`PHASES`](crate::PHASES).
+    pub phase: &'static str,
+    /// What it does when it matches: `allow`, `block`, `log`, or `rate_limit` (a rate limit
+    /// refuses the requests over its limit).
+    pub action: &'static str,
+}
+
+/// One rate-limit rule's counters as they are now. The totals run from when the rule's counters
+/// were created: a reload keeps an unchanged rule's, and starts a changed rule's at zero.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimitState {
+    /// The rule's id.
+    pub rule: Arc<str>,
+    /// Keys tracked now (on this instance; a fleet rule's are in Redis, these only its fallback's).
+    pub keys: usize,
+    /// Keys not being limited that were evicted, least recently seen first, to count new keys.
+    pub evicted: u64,
+    /// Requests of new keys counted in the rule's fixed-size sketch because every slot held a
+    /// key being limited.
+    pub sketched: u64,
 }
 
 /// Every rule, compiled, with the databases they need.
@@ -213,6 +244,54 @@ impl Rules {
             let (e2, s2) = r.limiter.pressure();
             (e + e2, s + s2)
         })
+    }
+
+    /// Each rate-limit rule's counters as they are now, in file order.
+    pub(crate) fn rate_limit_states(&self) -> Vec<RateLimitState> {
+        self.rate
+            .iter()
+            .map(|r| {
+                let (evicted, sketched) = r.limiter.pressure();
+                RateLimitState {
+                    rule: r.id().clone(),
+                    keys: r.limiter.keys(),
+                    evicted,
+                    sketched,
+                }
+            })
+            .collect()
+    }
+
+    /// Every rule that can decide a request (or, with `log`, note one), phase by phase in the
+    /// order they run, each in file order.
+    pub(crate) fn list(&self) -> Vec<RuleInfo> {
+        let mut rules = Vec::new();
+        let mut add = |phase, id: &Arc<str>, action| {
+            rules.push(RuleInfo {
+                id: id.clone(),
+                phase,
+                action,
+            });
+        };
+        for (id, action) in self.access.rules() {
+            add("access_rules", id, action.as_str());
+        }
+        if let Some(browser) = &self.browser {
+            add("browser_check", browser.id(), Action::Block.as_str());
+        }
+        if let Some(hotlink) = &self.hotlink {
+            add("hotlink", hotlink.id(), Action::Block.as_str());
+        }
+        for id in self.legal.ids() {
+            add("legal_rules", id, Action::Block.as_str());
+        }
+        for (id, action) in self.custom.rules() {
+            add("custom_rules", id, action.as_str());
+        }
+        for r in &self.rate {
+            add("rate_limits", r.id(), rate::ACTION);
+        }
+        rules
     }
 }
 

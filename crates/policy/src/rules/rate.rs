@@ -238,7 +238,16 @@ fn characteristic(s: &str) -> Result<Characteristic, String> {
     })
 }
 
+/// What a rate-limit rule does, as the operator's metrics name it: it refuses requests over
+/// its limit.
+pub(super) const ACTION: &str = "rate_limit";
+
 impl RateRule {
+    /// The rule's id.
+    pub(super) fn id(&self) -> &Arc<str> {
+        &self.id
+    }
+
     /// This rule for `spec`, with the counters of the matching rule in `previous` if its
     /// definition did not change.
     pub(super) fn build(
