@@ -93,7 +93,7 @@ NGINX
       pid=$(pgrep -P "$(cat "$work/nginx-proxy/nginx.pid")")
       ;;
   esac
-  wait_port "$port"
+  wait_port "$port" 1200   # a debug build on a loaded machine starts slowly
   python3 bench/idle_conns.py "$mode" "$port" "$pid" "$count"
   if [ "$server" = nginx ]; then
     kill "$(cat "$work/nginx-proxy/nginx.pid")"
