@@ -15,7 +15,8 @@
 # no TLS listener). Results are appended to bench/results.md with the command line.
 #
 # IDLE_BUILD=0 skips the cargo build (binaries already built in the target directory);
-# IDLE_PROFILE=debug measures the debug binaries (what the end-to-end tests run) instead.
+# IDLE_PROFILE=debug measures the debug binaries (what the end-to-end tests run) instead;
+# IDLE_MODES (default "plain tls h2") and IDLE_SERVERS (default "nginx bare signpost") pick rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -92,7 +93,7 @@ NGINX
       pid=$(pgrep -P "$(cat "$work/nginx-proxy/nginx.pid")")
       ;;
   esac
-  wait_port "$port"
+  wait_port "$port" 1200   # a debug build on a loaded machine starts slowly
   python3 bench/idle_conns.py "$mode" "$port" "$pid" "$count"
   if [ "$server" = nginx ]; then
     kill "$(cat "$work/nginx-proxy/nginx.pid")"
@@ -105,8 +106,8 @@ NGINX
 
 raw="$work/raw.txt"
 : > "$raw"
-for mode in plain tls h2; do
-  for server in nginx bare signpost; do
+for mode in ${IDLE_MODES:-plain tls h2}; do
+  for server in ${IDLE_SERVERS:-nginx bare signpost}; do
     [ "$server" = bare ] && [ "$mode" != plain ] && continue
     echo "$server $(measure "$server" "$mode")" >> "$raw"
   done
@@ -116,7 +117,7 @@ done
   echo
   echo "### $(date -u +%Y-%m-%dT%H:%MZ): memory per idle keep-alive connection, $count connections"
   echo
-  echo "Command: \`${IDLE_PROFILE:+IDLE_PROFILE=$IDLE_PROFILE }bench/idle_conns.sh $count\` (one request each, then idle; VmRSS of the answering process after minus before, over the connections; each server one worker)"
+  echo "Command: \`${IDLE_PROFILE:+IDLE_PROFILE=$IDLE_PROFILE }${IDLE_MODES:+IDLE_MODES="$IDLE_MODES" }${IDLE_SERVERS:+IDLE_SERVERS="$IDLE_SERVERS" }bench/idle_conns.sh $count\` (one request each, then idle; VmRSS of the answering process after minus before, over the connections; each server one worker)"
   echo
   echo "| server | connection | KiB per idle connection | RSS before / after (KiB) | established | answered a second request |"
   echo "|---|---|---|---|---|---|"

@@ -27,11 +27,11 @@ use std::os::unix::io::AsRawFd;
 use std::os::windows::io::AsRawSocket;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::{Duration, Instant, SystemTime};
 #[cfg(target_os = "linux")]
 use tokio::io::Interest;
-use tokio::io::{self, AsyncRead, AsyncWrite, AsyncWriteExt, BufWriter, ReadBuf};
+use tokio::io::{self, AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 #[cfg(unix)]
 use tokio::net::UnixStream;
@@ -424,22 +424,27 @@ impl L4BufferSettings {
 /// buffer, the same layering as tokio's [`BufStream`](tokio::io::BufStream).
 ///
 /// A zero read capacity leaves the read buffer out: reads go straight to the raw
-/// stream. [`BufWriter`] accepts a zero capacity and writes straight through.
+/// stream. A zero write capacity writes straight through.
 ///
 /// signpost patch: the read buffer is a [`ReadBuffer`], which a connection holds only
 /// while it has bytes to give or a read into it is returning them, instead of tokio's
-/// `BufReader`, which held its buffer (zeroed) for the connection's whole life.
+/// `BufReader`, which held its buffer (zeroed) for the connection's whole life; the write
+/// buffer is a [`WriteBuffer`], which a connection holds from a buffered write until a read
+/// waits with nothing left in it, instead of tokio's `BufWriter`, which held it for the
+/// connection's life.
 #[derive(Debug)]
 enum BufferedStream {
-    UnbufferedRead(BufWriter<RawStreamWrapper>),
-    BufferedRead(BufWriter<RawStreamWrapper>, ReadBuffer),
+    UnbufferedRead(WriteBuffer),
+    BufferedRead(WriteBuffer, ReadBuffer),
 }
 
-/// signpost patch: a read buffer of up to `capacity` bytes, allocated by the read that
+/// signpost patch: a read buffer of up to `capacity` bytes, taken by the read that
 /// needs it and released by a read that finds it empty and the connection with nothing
 /// to read (`Pending`), so that a connection waiting for its peer (a keep-alive
 /// connection between requests, an HTTP/2 connection between frames) holds no read
-/// buffer. A busy connection allocates it again once per wait.
+/// buffer. A released buffer goes to its thread's few spare buffers ([`spare_buffers`])
+/// and the next read on that thread takes it from there, so that a busy connection, which
+/// releases and takes its buffer once per wait, neither frees nor allocates it.
 ///
 /// As with `BufReader`, a read at least as large as the capacity bypasses the buffer
 /// when it is empty.
@@ -461,7 +466,7 @@ impl ReadBuffer {
     }
 
     fn release(&mut self) {
-        self.buf = Vec::new();
+        spare_buffers::give(std::mem::take(&mut self.buf));
         self.pos = 0;
     }
 
@@ -484,7 +489,9 @@ impl ReadBuffer {
             }
             self.buf.clear();
             self.pos = 0;
-            self.buf.reserve_exact(self.capacity);
+            if self.buf.capacity() == 0 {
+                self.buf = spare_buffers::take(self.capacity);
+            }
             let mut read = ReadBuf::uninit(self.buf.spare_capacity_mut());
             match Pin::new(inner).poll_read(cx, &mut read) {
                 Poll::Ready(Ok(())) => {
@@ -508,9 +515,258 @@ impl ReadBuffer {
     }
 }
 
+impl Drop for ReadBuffer {
+    /// A closed connection's buffer is a spare for the next one's reads.
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// signpost patch: the read and write buffers released on this thread and not yet taken
+/// again, at most [`SPARE_BUFFERS`] (their memory is the thread's, not a connection's).
+///
+/// Freeing a connection's 64 KiB read buffer at every wait and allocating it again when
+/// bytes arrive made the allocator take its slow path twice a request (the buffer is the
+/// only block of its allocator page, which the free emptied): about 1,100 instructions a
+/// request on one keep-alive connection. Kept here, a buffer goes to the next read or write
+/// on the thread that needs one of its size, without the allocator.
+mod spare_buffers {
+    use std::cell::RefCell;
+
+    /// Spare buffers kept per thread, of any size (a listener's read and write sizes): enough
+    /// for a few connections served by turns; beyond that, a released buffer is freed. At
+    /// most 8 x 64 KiB a thread with Pingora's default sizes.
+    pub(super) const SPARE_BUFFERS: usize = 8;
+
+    thread_local! {
+        static SPARES: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    }
+
+    /// An empty buffer of exactly `capacity` bytes: a spare if one of that size is kept.
+    pub(super) fn take(capacity: usize) -> Vec<u8> {
+        let spare = SPARES
+            .try_with(|spares| {
+                let mut spares = spares.borrow_mut();
+                let found = spares.iter().rposition(|b| b.capacity() == capacity)?;
+                Some(spares.swap_remove(found))
+            })
+            .ok()
+            .flatten();
+        spare.unwrap_or_else(|| Vec::with_capacity(capacity))
+    }
+
+    /// Keeps `buf` (emptied) as a spare, or frees it when the thread has enough.
+    pub(super) fn give(mut buf: Vec<u8>) {
+        if buf.capacity() == 0 {
+            return;
+        }
+        buf.clear();
+        // While the thread's spares are being torn down, the buffer is freed.
+        let _ = SPARES.try_with(|spares| {
+            let mut spares = spares.borrow_mut();
+            if spares.len() < SPARE_BUFFERS {
+                if spares.capacity() == 0 {
+                    spares.reserve_exact(SPARE_BUFFERS);
+                }
+                spares.push(std::mem::take(&mut buf));
+            }
+        });
+    }
+
+    /// The spare buffers kept on this thread (for tests).
+    #[cfg(test)]
+    pub(super) fn kept() -> usize {
+        SPARES.with(|spares| spares.borrow().len())
+    }
+}
+
+/// signpost patch: a write buffer of `capacity` bytes in front of the raw stream, with
+/// tokio's `BufWriter`'s behaviour (a write that does not fit flushes the buffer first; one
+/// at least as large as the capacity goes straight to the stream), except that the buffer is
+/// taken by the first buffered write and given back ([`spare_buffers`]) by
+/// [`WriteBuffer::release`] once emptied, so that a connection waiting for its peer holds
+/// none. Reads go straight to the stream.
+#[derive(Debug)]
+struct WriteBuffer {
+    inner: RawStreamWrapper,
+    capacity: usize,
+    /// The bytes not yet written are `buf[written..]`; no allocation when released.
+    buf: Vec<u8>,
+    written: usize,
+}
+
+impl WriteBuffer {
+    fn new(capacity: usize, inner: RawStreamWrapper) -> Self {
+        WriteBuffer {
+            inner,
+            capacity,
+            buf: Vec::new(),
+            written: 0,
+        }
+    }
+
+    /// Gives the buffer back if nothing is left in it.
+    fn release(&mut self) {
+        if self.buf.capacity() != 0 && self.buf.is_empty() {
+            spare_buffers::give(std::mem::take(&mut self.buf));
+        }
+    }
+
+    /// Takes a buffer for the bytes about to be buffered.
+    fn hold(&mut self) {
+        if self.buf.capacity() == 0 {
+            self.buf = spare_buffers::take(self.capacity);
+        }
+    }
+
+    /// The bytes of the buffer's allocation, 0 when released (for tests).
+    #[cfg(test)]
+    fn allocated(&self) -> usize {
+        self.buf.capacity()
+    }
+
+    fn flush_buf(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let len = self.buf.len();
+        let mut ret = Ok(());
+        while self.written < len {
+            match ready!(Pin::new(&mut self.inner).poll_write(cx, &self.buf[self.written..])) {
+                Ok(0) => {
+                    ret = Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "failed to write the buffered data",
+                    ));
+                    break;
+                }
+                Ok(n) => self.written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    ret = Err(e);
+                    break;
+                }
+            }
+        }
+        if self.written > 0 {
+            self.buf.drain(..self.written);
+        }
+        self.written = 0;
+        Poll::Ready(ret)
+    }
+
+    fn get_ref(&self) -> &RawStreamWrapper {
+        &self.inner
+    }
+
+    fn get_mut(&mut self) -> &mut RawStreamWrapper {
+        &mut self.inner
+    }
+
+    /// The raw stream. Anything left in the buffer is lost.
+    fn into_inner(self) -> RawStreamWrapper {
+        spare_buffers::give(self.buf);
+        self.inner
+    }
+}
+
+impl AsyncRead for WriteBuffer {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for WriteBuffer {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let me = &mut *self;
+        if me.buf.len() + buf.len() > me.capacity {
+            ready!(me.flush_buf(cx))?;
+        }
+        if buf.len() >= me.capacity {
+            Pin::new(&mut me.inner).poll_write(cx, buf)
+        } else {
+            me.hold();
+            me.buf.extend_from_slice(buf);
+            Poll::Ready(Ok(buf.len()))
+        }
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        mut bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let me = &mut *self;
+        if me.inner.is_write_vectored() {
+            let total_len = bufs
+                .iter()
+                .fold(0usize, |acc, b| acc.saturating_add(b.len()));
+            if total_len > me.capacity - me.buf.len() {
+                ready!(me.flush_buf(cx))?;
+            }
+            if total_len >= me.capacity {
+                // The case when the total saturates at usize::MAX is also handled here.
+                Pin::new(&mut me.inner).poll_write_vectored(cx, bufs)
+            } else {
+                me.hold();
+                bufs.iter().for_each(|b| me.buf.extend_from_slice(b));
+                Poll::Ready(Ok(total_len))
+            }
+        } else {
+            // Remove empty buffers at the beginning of bufs.
+            while bufs.first().map(|buf| buf.len()) == Some(0) {
+                bufs = &bufs[1..];
+            }
+            if bufs.is_empty() {
+                return Poll::Ready(Ok(0));
+            }
+            // Flush if the first buffer doesn't fit.
+            let first_len = bufs[0].len();
+            if first_len > me.capacity - me.buf.len() {
+                ready!(me.flush_buf(cx))?;
+            }
+            if first_len >= me.capacity {
+                // At least as large as the buffer: written directly.
+                return Pin::new(&mut me.inner).poll_write(cx, &bufs[0]);
+            }
+            me.hold();
+            me.buf.extend_from_slice(&bufs[0]);
+            let mut total_written = first_len;
+            // Append the buffers that fit in the buffer.
+            for buf in &bufs[1..] {
+                if buf.len() > me.capacity - me.buf.len() {
+                    break;
+                }
+                me.buf.extend_from_slice(buf);
+                total_written += buf.len();
+            }
+            Poll::Ready(Ok(total_written))
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.flush_buf(cx))?;
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        ready!(self.flush_buf(cx))?;
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
 impl BufferedStream {
     fn with_capacity(read: usize, write: usize, stream: RawStreamWrapper) -> Self {
-        let writer = BufWriter::with_capacity(write, stream);
+        let writer = WriteBuffer::new(write, stream);
         if read == 0 {
             BufferedStream::UnbufferedRead(writer)
         } else {
@@ -518,14 +774,14 @@ impl BufferedStream {
         }
     }
 
-    fn writer(&self) -> &BufWriter<RawStreamWrapper> {
+    fn writer(&self) -> &WriteBuffer {
         match self {
             BufferedStream::UnbufferedRead(writer) => writer,
             BufferedStream::BufferedRead(writer, _) => writer,
         }
     }
 
-    fn writer_mut(&mut self) -> &mut BufWriter<RawStreamWrapper> {
+    fn writer_mut(&mut self) -> &mut WriteBuffer {
         match self {
             BufferedStream::UnbufferedRead(writer) => writer,
             BufferedStream::BufferedRead(writer, _) => writer,
@@ -538,20 +794,6 @@ impl BufferedStream {
 
     fn get_mut(&mut self) -> &mut RawStreamWrapper {
         self.writer_mut().get_mut()
-    }
-
-    /// signpost patch: the same stream with a write buffer of `capacity`. Anything left in the
-    /// write buffer is lost: called when it is empty.
-    fn with_write_capacity(self, capacity: usize) -> Self {
-        match self {
-            BufferedStream::UnbufferedRead(writer) => {
-                BufferedStream::UnbufferedRead(BufWriter::with_capacity(capacity, writer.into_inner()))
-            }
-            BufferedStream::BufferedRead(writer, read) => BufferedStream::BufferedRead(
-                BufWriter::with_capacity(capacity, writer.into_inner()),
-                read,
-            ),
-        }
     }
 
     /// Return the raw stream. Anything left in either buffer is lost.
@@ -576,7 +818,7 @@ impl AsyncRead for BufferedStream {
     }
 }
 
-// Writes go to the `BufWriter`.
+// Writes go to the `WriteBuffer`.
 impl AsyncWrite for BufferedStream {
     fn poll_write(
         mut self: Pin<&mut Self>,
@@ -634,31 +876,9 @@ pub struct Stream {
     /// while the connection waits in the pool so that its next request's reads can use it (see
     /// `v1::client::HttpSession::new`).
     pub(crate) kept_read_timer: IdleDeadline,
-    /// signpost patch: the write buffer's size (`L4BufferSettings`), and whether the writer
-    /// holds it now: it is allocated by the first write and released, when empty, by a read
-    /// that waits (`Pending`), so that an idle connection holds no write buffer.
-    write_capacity: usize,
-    write_buffer_held: bool,
 }
 
 impl Stream {
-    /// signpost patch: gives the writer its buffer back before a buffered write.
-    fn hold_write_buffer(&mut self) {
-        if !self.write_buffer_held && self.write_capacity > 0 {
-            self.write_buffer_held = true;
-            let capacity = self.write_capacity;
-            self.stream = self.stream.take().map(|s| s.with_write_capacity(capacity));
-        }
-    }
-
-    /// signpost patch: releases the writer's buffer if it holds nothing.
-    fn release_write_buffer(&mut self) {
-        if self.write_buffer_held && self.stream().writer().buffer().is_empty() {
-            self.write_buffer_held = false;
-            self.stream = self.stream.take().map(|s| s.with_write_capacity(0));
-        }
-    }
-
     fn stream(&self) -> &BufferedStream {
         self.stream.as_ref().expect("stream should always be set")
     }
@@ -746,13 +966,14 @@ impl Stream {
         // Since the buffers can't be resized in place,
         // we take the raw stream out of them and put it in new buffers with the size we want
         let stream = mem::take(&mut self.stream);
-        // signpost patch: the write buffer is allocated by the first write.
         let stream = stream.map(|s| {
-            BufferedStream::with_capacity(buffer.read_capacity(), 0, s.into_inner())
+            BufferedStream::with_capacity(
+                buffer.read_capacity(),
+                buffer.write_capacity(),
+                s.into_inner(),
+            )
         });
         let _ = mem::replace(&mut self.stream, stream);
-        self.write_capacity = buffer.write_capacity();
-        self.write_buffer_held = false;
     }
 }
 
@@ -776,8 +997,6 @@ impl From<TcpStream> for Stream {
             write_pending_time: AccumulatedDuration::new(),
             rx_ts: None,
             kept_read_timer: IdleDeadline::default(),
-            write_capacity: 0,
-            write_buffer_held: false,
         }
     }
 }
@@ -802,8 +1021,6 @@ impl From<virt::VirtualSocketStream> for Stream {
             write_pending_time: AccumulatedDuration::new(),
             rx_ts: None,
             kept_read_timer: IdleDeadline::default(),
-            write_capacity: 0,
-            write_buffer_held: false,
         }
     }
 }
@@ -829,8 +1046,6 @@ impl From<UnixStream> for Stream {
             write_pending_time: AccumulatedDuration::new(),
             rx_ts: None,
             kept_read_timer: IdleDeadline::default(),
-            write_capacity: 0,
-            write_buffer_held: false,
         }
     }
 }
@@ -985,7 +1200,7 @@ impl AsyncRead for Stream {
         };
         // signpost patch: a connection waiting for its peer holds no empty write buffer.
         if result.is_pending() {
-            self.release_write_buffer();
+            self.stream_mut().writer_mut().release();
         }
         self.read_pending_time.poll_time(&result);
         self.rx_ts = self.stream().get_ref().rx_ts;
@@ -1000,7 +1215,6 @@ impl AsyncWrite for Stream {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let result = if self.buffer_write {
-            self.hold_write_buffer();
             Pin::new(&mut self.stream_mut()).poll_write(cx, buf)
         } else {
             Pin::new(&mut self.stream_mut().get_mut()).poll_write(cx, buf)
@@ -1027,7 +1241,6 @@ impl AsyncWrite for Stream {
         let total_size = bufs.iter().fold(0, |acc, s| acc + s.len());
 
         let result = if self.buffer_write {
-            self.hold_write_buffer();
             Pin::new(&mut self.stream_mut()).poll_write_vectored(cx, bufs)
         } else {
             Pin::new(&mut self.stream_mut().get_mut()).poll_write_vectored(cx, bufs)
@@ -1165,7 +1378,8 @@ mod tests {
 
     /// signpost patch: the read buffer is held while it has bytes to give and released by a
     /// read that finds it empty and nothing to read, the write buffer from the first write to
-    /// such a read, so an idle connection holds neither.
+    /// such a read, so an idle connection holds neither; released buffers are the thread's
+    /// spares, which the next read and write take back.
     #[tokio::test]
     async fn test_read_buffer_released_while_waiting() {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -1185,6 +1399,7 @@ mod tests {
             BufferedStream::BufferedRead(_, read) => read.allocated(),
             BufferedStream::UnbufferedRead(_) => panic!("a read buffer was set"),
         };
+        let write_buffer = |stream: &Stream| stream.stream().writer().allocated();
         assert_eq!(read_buffer(&stream), 0, "no buffer before the first read");
 
         let mut buf = [0u8; 5];
@@ -1197,21 +1412,28 @@ mod tests {
         let mut rest = [0u8; 8];
         stream.read_exact(&mut rest).await.unwrap();
         assert_eq!(&rest, b" request");
-        assert!(!stream.write_buffer_held, "no write buffer before the first write");
+        assert_eq!(write_buffer(&stream), 0, "no write buffer before the first write");
         stream.write_all(b"answer").await.unwrap();
-        assert!(stream.write_buffer_held, "the write is buffered");
+        assert_eq!(
+            write_buffer(&stream),
+            DEFAULT_L4_WRITE_BUFFER_SIZE,
+            "the write is buffered"
+        );
         stream.flush().await.unwrap();
 
-        // Nothing more to read: the wait holds no buffer.
+        // Nothing more to read: the wait holds no buffer, and both are this thread's spares.
+        let spares = spare_buffers::kept();
         let mut next = [0u8; 6];
         let waiting = stream.read(&mut next).now_or_never();
         assert!(waiting.is_none(), "nothing to read yet");
         assert_eq!(read_buffer(&stream), 0, "no read buffer while waiting");
-        assert!(!stream.write_buffer_held, "no write buffer while waiting");
+        assert_eq!(write_buffer(&stream), 0, "no write buffer while waiting");
+        assert_eq!(spare_buffers::kept(), spares + 2, "both buffers kept as spares");
 
         notify.notify_one();
         stream.read_exact(&mut next).await.unwrap();
         assert_eq!(&next, b"second");
+        assert_eq!(spare_buffers::kept(), spares + 1, "the read took its spare back");
     }
 
     #[tokio::test]
