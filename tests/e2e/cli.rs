@@ -467,6 +467,8 @@ fn check_and_run_refuse_a_zone_certificate_whose_key_does_not_go_with_it_at_the_
     let (status, run_stderr) = run_until_exit(&config);
     assert_eq!(status, Some(2), "{run_stderr}");
     assert!(run_stderr.contains(line), "{line} in {run_stderr}");
+}
+
 /// `signpost` with `SIGNPOST_CONFIG` set to `policy`.
 fn signpost_with_env(policy: &std::path::Path, args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_signpost"))
