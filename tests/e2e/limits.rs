@@ -299,8 +299,12 @@ headers = ["User-Agent: python-requests/2.32"]
 expect = { proxied = true, rule = "scrapers-to-the-maze", zone = "www", origin = "http://127.0.0.1:42069" }
 "#,
     );
-    let (code, stdout, stderr) =
-        signpost(&[OsStr::new("test"), policy.as_os_str(), cases.as_os_str()]);
+    let (code, stdout, stderr) = signpost(&[
+        OsStr::new("test"),
+        OsStr::new("-c"),
+        policy.as_os_str(),
+        cases.as_os_str(),
+    ]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(
         stdout.trim_end().ends_with("3 passed, 0 failed"),
