@@ -51,6 +51,9 @@ pub struct Decision {
     /// What crawl control made of a known crawler's request, when its zone has `[zone.crawl]`.
     /// Boxed: most requests are no crawler's.
     pub crawl: Option<Box<crate::crawl::CrawlStep>>,
+    /// The challenge a rule asked for, when one did: the verdict's when it challenges, or why
+    /// the request passes without one (a verified client, an exempt path).
+    pub challenge: Option<crate::challenge::ChallengeNote>,
 }
 
 impl Decision {
@@ -95,7 +98,8 @@ impl FleetCount<'_> {
     ///
     /// A check handed out and not answered decides nothing: the next call moves on.
     pub fn next_check(&mut self) -> Option<&FleetCheck> {
-        if self.decision.verdict != Verdict::Proxy {
+        // A challenged request is counted too: a refusal there still wins over the challenge.
+        if matches!(self.decision.verdict, Verdict::Refuse { .. }) {
             self.asked = None;
             return None;
         }

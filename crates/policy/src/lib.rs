@@ -56,6 +56,7 @@
 
 mod answer_file;
 mod bots;
+mod challenge;
 mod client;
 mod compiled;
 mod crawl;
@@ -84,7 +85,12 @@ pub use bots::settings::{
     DEFAULT_ORIGIN_HEADER,
 };
 pub use bots::{Behaviors, Bot, BotCatalog, CATEGORIES, MAX_BOTS, normalize_agent};
+pub use challenge::{
+    ChallengeBypass, ChallengeConfig, ChallengeNote, DEFAULT_EXEMPT_PATHS, MAX_EXEMPT_PATHS,
+    is_verified,
+};
 pub use client::client_key;
+pub use signpost_challenge::{Difficulty, KeyRing};
 pub use compiled::CompiledPolicy;
 pub use crawl::{
     ALWAYS_FREE_PATHS, BLOCK_CODE, CURRENCY, CrawlAction, CrawlConfig, CrawlOutcome, CrawlRefusal,

@@ -232,6 +232,8 @@ pub struct Zone {
     pub crawl: Option<crate::crawl::CrawlConfig>,
     /// `[zone.robots]`: the managed robots.txt.
     pub robots: crate::robots::RobotsConfig,
+    /// `[zone.challenge]`: how the zone challenges (the defaults when it has none).
+    pub challenge: crate::challenge::ChallengeConfig,
     pub(crate) patterns: Vec<(HostPattern, std::ops::Range<usize>)>,
 }
 
@@ -539,6 +541,8 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
         let markdown = crate::markdown::compile(d, z.markdown.as_ref());
         let crawl = crate::crawl::compile(d, z.crawl.as_ref());
         let robots = crate::robots::compile(d, z.robots.as_ref());
+        let crawl_free = crawl.as_ref().map_or(&[][..], |c| &c.free_paths[..]);
+        let challenge = crate::challenge::compile(d, z.challenge.as_ref(), crawl_free);
         if let Some(origin) = origin {
             zones.push(Zone {
                 name: name.into(),
@@ -557,6 +561,7 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>) -> Vec<Zone> {
                     .unwrap_or(false),
                 crawl,
                 robots,
+                challenge,
                 patterns,
             });
         }

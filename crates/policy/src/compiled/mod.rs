@@ -38,6 +38,8 @@ pub struct CompiledPolicy {
     identification: Option<Identification>,
     /// `[ledger]`: where charged responses are recorded.
     ledger: Option<crate::crawl::LedgerConfig>,
+    /// `[challenge] keys`: what signs clearances and challenges, when the policy has them.
+    challenge_keys: Option<signpost_challenge::KeyRing>,
 }
 
 /// The policy's way of telling who is asking.
@@ -105,6 +107,26 @@ impl CompiledPolicy {
                 }
             }
         }
+        let challenge_keys = file
+            .challenge
+            .as_ref()
+            .and_then(|c| crate::challenge::load_keys(&mut d, c.get_ref(), base_dir));
+        if file.challenge.is_none() {
+            let crawl_at = file
+                .zone
+                .iter()
+                .zip(&policy.zones)
+                .find(|(_, z)| z.crawl.as_ref().is_some_and(|c| c.may_challenge()))
+                .map(|(f, _)| f.get_ref().name.span());
+            if let Some(at) = rules.challenge_needed_at.clone().or(crawl_at) {
+                d.at_with_hint(
+                    ProblemKind::Invalid,
+                    at,
+                    "a challenge needs the keys that sign clearances: add a [challenge] table",
+                    Some("[challenge]\nkeys = [{ id = 1, secret_file = \"challenge.key\" }]  # e.g. `openssl rand -hex 32 > challenge.key`".into()),
+                );
+            }
+        }
         let mut hosts = HostTable::default();
         for (i, zone) in policy.zones.iter().enumerate() {
             for (pattern, at) in &zone.patterns {
@@ -139,6 +161,7 @@ impl CompiledPolicy {
             rules,
             identification,
             ledger,
+            challenge_keys,
         })
     }
 
@@ -265,6 +288,12 @@ impl CompiledPolicy {
         self.ledger.as_ref()
     }
 
+    /// `[challenge] keys`: the ring that signs and checks clearances and challenges, when the
+    /// policy has one (every policy with a `challenge` action does).
+    pub fn challenge_keys(&self) -> Option<&signpost_challenge::KeyRing> {
+        self.challenge_keys.as_ref()
+    }
+
     /// The known bots, when the policy identifies requests.
     pub fn bot_catalog(&self) -> Option<&BotCatalog> {
         self.identification.as_ref().map(|i| &i.catalog)
@@ -309,6 +338,7 @@ impl CompiledPolicy {
             fleet: Vec::new(),
             identity: Identity::default(),
             crawl: None,
+            challenge: None,
         }
     }
 

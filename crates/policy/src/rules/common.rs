@@ -20,6 +20,8 @@ pub(crate) enum Action {
     Block,
     Allow,
     Log,
+    /// Note a challenge and go on (`crate::challenge`).
+    Challenge,
 }
 
 impl Action {
@@ -29,6 +31,7 @@ impl Action {
             Action::Block => "block",
             Action::Allow => "allow",
             Action::Log => "log",
+            Action::Challenge => "challenge",
         }
     }
 }
@@ -43,6 +46,8 @@ pub(crate) struct Needs {
     /// Whether a rule reads who the request is (a bot field, or a rate limit counting per
     /// agent): the policy then identifies requests.
     pub identity_needed: bool,
+    /// Where a rule first challenges, to report a missing `[challenge] keys`.
+    pub challenge_needed_at: Option<Range<usize>>,
 }
 
 pub(super) fn sp<T>(s: &Spanned<T>) -> Range<usize> {

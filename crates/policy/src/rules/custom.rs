@@ -16,6 +16,8 @@ pub(crate) struct CustomRule {
     id: Arc<str>,
     action: Action,
     filter: Filter,
+    /// For `challenge`: the rule's difficulty (`None`: the zone's).
+    difficulty: Option<signpost_challenge::Difficulty>,
 }
 
 /// The custom rules in file order, with an index of which can match a request.
@@ -63,10 +65,16 @@ pub(super) fn validate_custom(
             "block" => Some(Action::Block),
             "allow" => Some(Action::Allow),
             "log" => Some(Action::Log),
+            "challenge" => {
+                needs.challenge_needed_at.get_or_insert(sp(&r.action));
+                Some(Action::Challenge)
+            }
             other => {
-                let hint = did_you_mean(other, ["block", "allow", "log"])
+                let hint = did_you_mean(other, ["block", "allow", "log", "challenge"])
                     .map(|s| format!("did you mean \"{s}\"?"))
-                    .unwrap_or_else(|| "custom rules take \"block\", \"allow\" or \"log\"".into());
+                    .unwrap_or_else(|| {
+                        "custom rules take \"block\", \"allow\", \"log\" or \"challenge\"".into()
+                    });
                 d.at_with_hint(
                     ProblemKind::Invalid,
                     sp(&r.action),
@@ -77,8 +85,23 @@ pub(super) fn validate_custom(
             }
         };
         let filter = expression(d, &r.expression, needs);
+        let difficulty = crate::challenge::difficulty(d, r.difficulty.as_ref());
+        if let (Some(difficulty), Some(Action::Block | Action::Allow | Action::Log)) =
+            (&r.difficulty, action)
+        {
+            d.at(
+                ProblemKind::Invalid,
+                sp(difficulty),
+                "only a rule with action = \"challenge\" takes a difficulty",
+            );
+        }
         if let (Some(action), Some(filter)) = (action, filter) {
-            custom.push(CustomRule { id, action, filter });
+            custom.push(CustomRule {
+                id,
+                action,
+                filter,
+                difficulty,
+            });
         }
     }
     custom
@@ -156,6 +179,18 @@ impl CustomRules {
                 Action::Allow => {
                     decision.rule_id = Some(r.id.clone());
                     return ControlFlow::Break(());
+                }
+                // The first match: the custom rules end, the later phases still run.
+                Action::Challenge => {
+                    crate::challenge::note(
+                        decision,
+                        &cx.identity,
+                        r.difficulty,
+                        Some(r.id.clone()),
+                        "custom_rules",
+                        r.filter.needs_identity,
+                    );
+                    return ControlFlow::Continue(());
                 }
             }
         }
