@@ -57,6 +57,8 @@ pub struct RequestCtx {
     /// robots.txt's part of the request: the origin's file on its way, a rule broken
     /// (`crawl/robots.rs`).
     pub robots: RobotsState,
+    /// The challenge's part: a challenge pending its clearance check, what became of it.
+    pub challenge: crate::challenge::ChallengeState,
 }
 
 impl RequestCtx {
@@ -82,6 +84,7 @@ impl RequestCtx {
             crawl: None,
             charged: None,
             robots: RobotsState::default(),
+            challenge: Default::default(),
         }
     }
 

@@ -79,6 +79,8 @@ pub struct Metrics {
     pub identity: crate::identify::IdentityMetrics,
     /// The zones' converted-page caches.
     pub markdown_cache: crate::markdown::cache::CacheMetrics,
+    /// Challenges issued, solved, failed and bypassed.
+    pub challenge: crate::challenge::ChallengeMetrics,
 }
 
 impl Metrics {
@@ -118,6 +120,7 @@ impl Metrics {
         let markdown = crate::markdown::MarkdownMetrics::register(&mut registry);
         let identity = crate::identify::IdentityMetrics::register(&mut registry);
         let markdown_cache = crate::markdown::cache::CacheMetrics::register(&mut registry);
+        let challenge = crate::challenge::ChallengeMetrics::register(&mut registry);
         let crawl = crate::crawl::metrics::CrawlMetrics::register(&mut registry);
         Metrics {
             registry,
@@ -134,6 +137,7 @@ impl Metrics {
             markdown,
             identity,
             markdown_cache,
+            challenge,
         }
     }
 

@@ -207,7 +207,10 @@ pub(crate) fn note(
 }
 
 /// A `difficulty` value: 0 to [`Difficulty::MAX`] leading hex zeros.
-pub(crate) fn difficulty(d: &mut Diagnostics<'_>, value: Option<&Spanned<i64>>) -> Option<Difficulty> {
+pub(crate) fn difficulty(
+    d: &mut Diagnostics<'_>,
+    value: Option<&Spanned<i64>>,
+) -> Option<Difficulty> {
     let v = value?;
     let parsed = u8::try_from(*v.get_ref()).ok().and_then(Difficulty::new);
     if parsed.is_none() {
@@ -273,13 +276,21 @@ pub(crate) fn compile(
     }
     let s = &mut config.settings;
     s.clearance_ttl = bounded(d, file.clearance_ttl.as_ref(), s.clearance_ttl, DAY);
-    s.wait_clearance_ttl = bounded(d, file.wait_clearance_ttl.as_ref(), s.wait_clearance_ttl, DAY);
+    s.wait_clearance_ttl = bounded(
+        d,
+        file.wait_clearance_ttl.as_ref(),
+        s.wait_clearance_ttl,
+        DAY,
+    );
     s.challenge_ttl = bounded(d, file.challenge_ttl.as_ref(), s.challenge_ttl, HOUR);
     s.fallback_delay = bounded(d, file.fallback_delay.as_ref(), s.fallback_delay, MINUTE);
     if let Some(lang) = &file.language {
         match lang.get_ref().trim() {
             "negotiate" => config.language = None,
-            tag => match Lang::ALL.into_iter().find(|l| l.tag().eq_ignore_ascii_case(tag)) {
+            tag => match Lang::ALL
+                .into_iter()
+                .find(|l| l.tag().eq_ignore_ascii_case(tag))
+            {
                 Some(l) => config.language = Some(l),
                 None => {
                     let tags: Vec<&str> = Lang::ALL.iter().map(|l| l.tag()).collect();
@@ -352,7 +363,11 @@ fn bounded(
 /// Reads `[challenge] keys`: the first signs (current), the second, when given, still verifies
 /// (previous, during a rotation). A secret file holds at least 32 bytes (surrounding whitespace
 /// trimmed), e.g. `openssl rand -hex 32`; its path is relative to the policy file.
-pub(crate) fn load_keys(d: &mut Diagnostics<'_>, file: &KeysFile, base_dir: &Path) -> Option<KeyRing> {
+pub(crate) fn load_keys(
+    d: &mut Diagnostics<'_>,
+    file: &KeysFile,
+    base_dir: &Path,
+) -> Option<KeyRing> {
     let list = file.keys.get_ref();
     if list.is_empty() || list.len() > 2 {
         d.at_with_hint(

@@ -90,7 +90,6 @@ pub use challenge::{
     is_verified,
 };
 pub use client::client_key;
-pub use signpost_challenge::{Difficulty, KeyRing};
 pub use compiled::CompiledPolicy;
 pub use crawl::{
     ALWAYS_FREE_PATHS, BLOCK_CODE, CURRENCY, CrawlAction, CrawlConfig, CrawlOutcome, CrawlRefusal,
@@ -122,6 +121,7 @@ pub use policy::{
 };
 pub use ratelimit::DEFAULT_MAX_KEYS;
 pub use robots::{KnownCrawler, RobotsConfig, RobotsMode, content_signal, managed_block};
+pub use signpost_challenge::{Difficulty, KeyRing};
 pub use signpost_problem::Code;
 pub use trace::{PHASES, StepKind, Trace, TraceStep};
 pub use verdict::Verdict;
