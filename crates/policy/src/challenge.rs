@@ -23,7 +23,6 @@ use serde_spanned::Spanned;
 use signpost_challenge::{Binding, Difficulty, Key, KeyRing, Lang, Settings};
 
 use crate::crawl::{ALWAYS_FREE_PATHS, PathGlob};
-use crate::decision::Decision;
 use crate::error::{Diagnostics, ProblemKind};
 use crate::identity::Identity;
 
@@ -172,38 +171,6 @@ impl ChallengeBypass {
 /// signature.
 pub fn is_verified(identity: &Identity) -> bool {
     identity.signed() || identity.verified_bot().is_some()
-}
-
-/// Notes a challenge asked by `phase`'s rule `rule` at `difficulty`. The first challenge noted
-/// stands, unless a later one asks a higher difficulty. A verified client passes a rule that
-/// does not name verified clients (`names_verified`); that is noted as a bypass, so the edge can
-/// count it, unless a challenge already stands.
-pub(crate) fn note(
-    d: &mut Decision,
-    identity: &Identity,
-    difficulty: Option<Difficulty>,
-    rule: Option<Arc<str>>,
-    phase: &'static str,
-    names_verified: bool,
-) {
-    let bypass = (!names_verified && is_verified(identity)).then_some(ChallengeBypass::Verified);
-    let replace = match &d.challenge {
-        None => true,
-        Some(old) if old.bypass.is_some() => bypass.is_none(),
-        Some(old) => {
-            bypass.is_none()
-                && difficulty.is_some()
-                && old.difficulty.is_none_or(|o| difficulty > Some(o))
-        }
-    };
-    if replace {
-        d.challenge = Some(ChallengeNote {
-            difficulty,
-            rule,
-            phase,
-            bypass,
-        });
-    }
 }
 
 /// A `difficulty` value: 0 to [`Difficulty::MAX`] leading hex zeros.

@@ -57,6 +57,39 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// Notes a challenge asked by `phase`'s rule `rule` at `difficulty`. The first challenge noted
+    /// stands, unless a later one asks a higher difficulty. A verified client passes a rule that
+    /// does not name verified clients (`names_verified`); that is noted as a bypass, so the edge can
+    /// count it, unless a challenge already stands.
+    pub(crate) fn note_challenge(
+        &mut self,
+        identity: &crate::identity::Identity,
+        difficulty: Option<signpost_challenge::Difficulty>,
+        rule: Option<Arc<str>>,
+        phase: &'static str,
+        names_verified: bool,
+    ) {
+        let bypass = (!names_verified && crate::challenge::is_verified(identity))
+            .then_some(crate::challenge::ChallengeBypass::Verified);
+        let replace = match &self.challenge {
+            None => true,
+            Some(old) if old.bypass.is_some() => bypass.is_none(),
+            Some(old) => {
+                bypass.is_none()
+                    && difficulty.is_some()
+                    && old.difficulty.is_none_or(|o| difficulty > Some(o))
+            }
+        };
+        if replace {
+            self.challenge = Some(crate::challenge::ChallengeNote {
+                difficulty,
+                rule,
+                phase,
+                bypass,
+            });
+        }
+    }
+
     /// The decision's fleet rate limits, to be counted one by one with Redis's answers: see
     /// [`FleetCount`]. Takes the checks out of [`Decision::fleet`].
     pub fn count_in_fleet(&mut self) -> FleetCount<'_> {

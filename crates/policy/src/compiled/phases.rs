@@ -292,7 +292,7 @@ impl CompiledPolicy {
         };
         if step.outcome == CrawlOutcome::Challenged {
             // Crawl control's actions are about known bots: they name verified ones too.
-            crate::challenge::note(d, &cx.identity, None, None, NAME, true);
+            d.note_challenge(&cx.identity, None, None, NAME, true);
         }
         d.crawl = Some(Box::new(step));
         match refused {

@@ -267,8 +267,7 @@ impl AccessTables {
         self.record(t, listed, None);
         if let Some(i) = listed {
             // A list of addresses, networks or countries never names verified clients.
-            crate::challenge::note(
-                decision,
+            decision.note_challenge(
                 &cx.identity,
                 self.difficulty.get(i).copied().flatten(),
                 self.ids.get(i).cloned(),

@@ -182,8 +182,7 @@ impl CustomRules {
                 }
                 // The first match: the custom rules end, the later phases still run.
                 Action::Challenge => {
-                    crate::challenge::note(
-                        decision,
+                    decision.note_challenge(
                         &cx.identity,
                         r.difficulty,
                         Some(r.id.clone()),

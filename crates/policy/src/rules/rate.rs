@@ -365,8 +365,7 @@ pub(crate) fn check<T: Tracer>(
             r.limiter.hit(key, now)
         };
         if let (Outcome::Limited(_), Some(challenge)) = (outcome, r.challenge) {
-            crate::challenge::note(
-                decision,
+            decision.note_challenge(
                 &cx.identity,
                 challenge.difficulty,
                 Some(r.id.clone()),
