@@ -582,3 +582,103 @@ fn a_policy_that_challenges_without_keys_is_refused_in_place() {
         "{err}"
     );
 }
+
+#[test]
+fn signpost_test_asserts_challenge_outcomes() {
+    let keys = Scratch::new("challenge-cases-keys");
+    let scratch = Scratch::new("challenge-cases");
+    let text = policy(
+        "127.0.0.1:1".parse().unwrap(),
+        "127.0.0.1:2".parse().unwrap(),
+        "127.0.0.1:3",
+        &top(&keys, &[(2, CURRENT)], ""),
+        "",
+    );
+    let policy_path = scratch.write("policy.toml", &text);
+    // A clearance of this client's, signed with the zone's key: the trace checks it.
+    let ring = KeyRing::new(Key::new(2, CURRENT.as_bytes()).unwrap(), None).unwrap();
+    let visitor = Visitor {
+        zone: "test",
+        addr: CLIENT.parse().unwrap(),
+        user_agent: BROWSER.as_bytes(),
+    };
+    let cookie = ring.issue_clearance(
+        &visitor,
+        &Settings::default(),
+        Difficulty::new(2).unwrap(),
+        Method::Work,
+        now(),
+    );
+    let cases = format!(
+        r#"
+[[case]]
+name = "a browser is challenged"
+url = "http://example.com/app/x"
+headers = ["Accept: text/html"]
+expect = {{ status = 403, verdict = "challenge", challenge = "issued", rule = "app-challenge" }}
+
+[[case]]
+name = "an agent is challenged too"
+url = "http://example.com/app/x"
+headers = ["Accept: application/json"]
+expect = {{ status = 403, code = 403, verdict = "challenge", challenge = "issued" }}
+
+[[case]]
+name = "a cleared browser passes"
+url = "http://example.com/app/x"
+ip = "{CLIENT}"
+headers = ["Accept: text/html", "User-Agent: {BROWSER}", "Cookie: a=1; signpost_clearance={}"]
+expect = {{ proxied = true, verdict = "proxy", challenge = "cleared" }}
+
+[[case]]
+name = "robots.txt is exempt"
+url = "http://example.com/robots.txt"
+expect = {{ proxied = true, challenge = "exempt" }}
+
+[[case]]
+name = "other paths are not challenged"
+url = "http://example.com/about"
+expect = {{ proxied = true, challenge = "" }}
+
+[[case]]
+name = "this case fails: the path is challenged"
+url = "http://example.com/app/y"
+expect = {{ verdict = "proxy" }}
+"#,
+        cookie.value
+    );
+    let cases_path = scratch.write("cases.toml", &cases);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signpost"))
+        .arg("test")
+        .arg(&policy_path)
+        .arg(&cases_path)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("5 passed, 1 failed"), "{stdout}");
+    assert!(
+        stdout.contains("verdict: expected \"proxy\", got \"challenge\""),
+        "{stdout}"
+    );
+    // The JSON trace names the challenge and carries the page a browser would get.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_signpost"))
+        .args(["trace", "--config"])
+        .arg(&policy_path)
+        .args([
+            "--json",
+            "--header",
+            "Accept: text/html",
+            "--url",
+            "http://example.com/app/x",
+        ])
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(json["verdict"], "challenge");
+    assert_eq!(json["challenge"], "issued");
+    assert_eq!(json["stopped_at"], "challenge_clearance");
+    let body = json["response"]["body"].as_str().unwrap();
+    let (_, difficulty, _) = form_of(body);
+    assert_eq!(difficulty, 2);
+}
