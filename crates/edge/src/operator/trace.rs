@@ -370,7 +370,11 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
                 let endpoint = crate::challenge::Endpoint::of(req.uri.path());
                 let ring = policy.challenge_keys();
                 let (zone, client) = policy.answering(&traced.request.facts());
-                if let (Some(endpoint), Some(ring), Some(zone)) = (endpoint, ring, zone) {
+                let served = (endpoint, ring, zone);
+                if !matches!(served, (Some(_), Some(_), Some(_))) {
+                    steps.push(edge_step(step, None));
+                }
+                if let (Some(endpoint), Some(ring), Some(zone)) = served {
                     let mut trace_step = edge_step(step, None);
                     trace_step.matched = true;
                     trace_step.action = Some("challenge_endpoint".into());
@@ -421,8 +425,15 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
                 {
                     traced.challenge = Some(bypass.as_str());
                 }
+                let challenged = decision.map(|d| (d.verdict, d.zone, policy.challenge_keys()));
+                if !matches!(
+                    challenged,
+                    Some((Verdict::Challenge { .. }, Some(_), Some(_)))
+                ) {
+                    steps.push(edge_step(step, None));
+                }
                 if let Some((Verdict::Challenge { difficulty }, Some(zone), Some(ring))) =
-                    decision.map(|d| (d.verdict, d.zone, policy.challenge_keys()))
+                    challenged
                 {
                     let client = decision.map_or(traced.request.peer, |d| d.client_ip);
                     let mut trace_step = edge_step(step, None);
