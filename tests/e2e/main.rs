@@ -23,6 +23,8 @@ mod identity;
 mod signing;
 // Web Bot Auth: a real signer and a real HTTPS key directory.
 mod web_bot_auth;
+// Challenges: the page solved, clearances bound and rotated, agents told to sign, the fallback.
+mod challenge;
 // Crawl control: signed crawlers allowed, blocked and charged; the ledger; robots.txt.
 mod crawl;
 // Hostile Host values that must still give valid JSON, YAML and escaped HTML.

@@ -144,6 +144,7 @@ fn trace_of_a_request_that_passes_every_phase() {
         [
             "head_limits",
             "error_page",
+            "challenge_endpoint",
             "tls_sni",
             "host_routing",
             "identify",
@@ -154,6 +155,8 @@ fn trace_of_a_request_that_passes_every_phase() {
             "custom_rules",
             "crawl_control",
             "rate_limits",
+            "challenge",
+            "challenge_clearance",
             "zone_limits"
         ]
     );
@@ -515,9 +518,10 @@ fn trace_of_a_request_refused_by_each_phase() {
 
 /// Every step a trace runs, in the edge's order: the edge's own, the policy's phases, the
 /// zone's limits.
-const EVERY_TRACED_STEP: [&str; 13] = [
+const EVERY_TRACED_STEP: [&str; 16] = [
     "head_limits",
     "error_page",
+    "challenge_endpoint",
     "tls_sni",
     "host_routing",
     "identify",
@@ -528,6 +532,8 @@ const EVERY_TRACED_STEP: [&str; 13] = [
     "custom_rules",
     "crawl_control",
     "rate_limits",
+    "challenge",
+    "challenge_clearance",
     "zone_limits",
 ];
 
@@ -596,7 +602,7 @@ fn a_trace_lists_every_step_after_the_one_that_answered_as_not_reached() {
         let text = trace_text(&policy, args);
         let last = text
             .lines()
-            .find(|l| l.starts_with("13 · zone_limits") || l.starts_with("13 ■ zone_limits"))
+            .find(|l| l.starts_with("16 · zone_limits") || l.starts_with("16 ■ zone_limits"))
             .unwrap_or_else(|| panic!("no zone_limits step in {text}"));
         if stop != "zone_limits" {
             assert!(

@@ -63,6 +63,8 @@ pub struct RequestCtx {
     /// robots.txt's part of the request: the origin's file on its way, a rule broken
     /// (`crawl/robots.rs`).
     pub robots: RobotsState,
+    /// The challenge's part: a challenge pending its clearance check, what became of it.
+    pub challenge: crate::challenge::ChallengeState,
 }
 
 impl RequestCtx {
@@ -90,6 +92,7 @@ impl RequestCtx {
             divert: None,
             answers: Vec::new(),
             robots: RobotsState::default(),
+            challenge: Default::default(),
         }
     }
 

@@ -20,7 +20,9 @@ mod connection;
 mod origin;
 // The edge's own answers, dressed by the operator's error rules.
 mod answer;
-// The rooms of the features: Markdown for agents, crawl control, fleet state, identification.
+// The rooms of the features: Markdown for agents, crawl control, fleet state, identification,
+// challenges.
+mod challenge;
 mod crawl;
 mod fleet;
 mod identify;

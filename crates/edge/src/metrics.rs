@@ -118,6 +118,8 @@ pub struct Metrics {
     pub rules: crate::rules::RuleMetrics,
     /// Requests referred by AI assistants.
     pub referrals: crate::referral::ReferralMetrics,
+    /// Challenges issued, solved, failed and bypassed.
+    pub challenge: crate::challenge::ChallengeMetrics,
 }
 
 impl Metrics {
@@ -157,6 +159,7 @@ impl Metrics {
         let markdown = crate::markdown::MarkdownMetrics::register(&mut registry);
         let identity = crate::identify::IdentityMetrics::register(&mut registry);
         let markdown_cache = crate::markdown::cache::CacheMetrics::register(&mut registry);
+        let challenge = crate::challenge::ChallengeMetrics::register(&mut registry);
         let crawl = crate::crawl::metrics::CrawlMetrics::register(&mut registry);
         let certs = crate::connection::certs::CertMetrics::register(&mut registry);
         let divert = crate::origin::divert::DivertMetrics::register(&mut registry);
@@ -188,6 +191,7 @@ impl Metrics {
             certs,
             rules,
             referrals,
+            challenge,
         }
     }
 

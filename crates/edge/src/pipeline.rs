@@ -8,10 +8,14 @@
 //! answers ends the request; every answer is dressed by `error_rules::dress`):
 //!   1 head_limits      CONNECT, a target over 16 KiB, headers over 32 KiB ─────────► 405 414 431
 //!   2 error_page       /cdn-cgi/error/<code>, on every host ─────────────────────────► that code
+//!   2b challenge_endpoint /cdn-cgi/challenge/verify|wait on a zone's host ─► 303 + clearance, page
 //!   3 decide           the policy's phases (TLS SNI, hosts, identify, access rules, ...,
-//!                      crawl control, rate limits), then fleet rate limits with Redis's
-//!                      answers; a known crawler's robots.txt violation noted ──► refusal (1xxx,
-//!                      or crawl control's 402/400/403 with crawler-error, crawl/mod.rs)
+//!                      crawl control, rate limits, challenge), then fleet rate limits with
+//!                      Redis's answers; a known crawler's robots.txt violation noted ──► refusal
+//!                      (1xxx, or crawl control's 402/400/403 with crawler-error, crawl/mod.rs);
+//!                      a signed request challenged while its key directory is first fetched
+//!                      waits for it (challenge::DIRECTORY_WAIT) and is decided again
+//!   3b challenge_clearance a challenged request: a valid clearance passes ─► page or problem 403
 //!   4 zone_limits      TRACE/TRACK, a declared body over max_body_size ─────────────► 405 413
 //!   5 preread_body     the start of a chunked body, parsed before the origin sees it ──► 400 408
 //!   6 take_in_flight   the client's share of origin work (max_in_flight_per_client) ─► 429 (1015)
@@ -78,6 +82,17 @@ pub struct Edge {
     in_flight: Arc<InFlight>,
     /// Bounds the log lines of clients refused for too many requests in flight.
     in_flight_log: LogBudget,
+}
+
+/// What the challenge endpoint step did.
+enum EndpointAnswer {
+    /// Answered (303 with a clearance, or the page again).
+    Answered,
+    /// A method the endpoint does not take: 405.
+    Refused(Refusal),
+    /// Not an endpoint here (no zone serves the host, or the policy has no challenge keys): an
+    /// ordinary path.
+    NotServed,
 }
 
 /// What a step of `request_filter` decided instead of proxying: the edge answers this.
@@ -184,7 +199,30 @@ impl ProxyHttp for Edge {
                 Step::ErrorPage => {
                     crate::answer::error_page(session.req_header().uri.path()).map(Refusal::entry)
                 }
+                Step::ChallengeEndpoint => {
+                    match crate::challenge::Endpoint::of(session.req_header().uri.path()) {
+                        Some(endpoint) => {
+                            match Box::pin(self.challenge_endpoint(session, ctx, &loaded, endpoint))
+                                .await?
+                            {
+                                EndpointAnswer::Answered => return Ok(true),
+                                EndpointAnswer::Refused(refusal) => Some(refusal),
+                                EndpointAnswer::NotServed => None,
+                            }
+                        }
+                        None => None,
+                    }
+                }
                 Step::Decide => self.decide(session, ctx, &loaded).await,
+                Step::Challenge => match ctx.challenge.pending.take() {
+                    Some(pending) => {
+                        if Box::pin(self.challenge(session, ctx, &loaded, pending)).await? {
+                            return Ok(true);
+                        }
+                        None
+                    }
+                    None => None,
+                },
                 Step::ZoneLimits => Self::zone_limits(session, ctx, &head),
                 Step::HttpsRedirect => {
                     let host = request_host(session);
@@ -474,6 +512,7 @@ impl ProxyHttp for Edge {
             charged_cents = ctx.charged.map_or(0, |p| p.cents()),
             robots = %LogSafe(ctx.robots.violation.as_ref().map_or("-", |v| &v.directive)),
             divert = ctx.divert().map_or("-", |d| &*d.name),
+            challenge = ctx.challenge.outcome.unwrap_or("-"),
         );
     }
 }
@@ -504,7 +543,7 @@ impl Edge {
         // The request's arrival is the rate limiters' "now": one clock read serves both. The fleet
         // step is the policy's (which rules, in which order, the first refusal deciding); the
         // edge only asks Redis.
-        let mut decision = match &loaded.identifier {
+        let decide = || match &loaded.identifier {
             Some(identifier) => {
                 let req = session.req_header();
                 let evidence = identifier.evidence(req, &host, ctx.facts.tls);
@@ -512,6 +551,24 @@ impl Edge {
             }
             None => loaded.policy.decide(&facts, ctx.started),
         };
+        let mut decision = decide();
+        // A signed request challenged while its agent's key directory is fetched for the first
+        // time would read unverified, and a client that signs on `Accept-Signature` would fail
+        // the challenge it answered: it waits for the fetch, within DIRECTORY_WAIT, and is
+        // decided again (its rate limits count it once more: rare, once per new directory).
+        if let (Verdict::Challenge { .. }, Some(identifier)) =
+            (decision.verdict, &loaded.identifier)
+            && decision.identity.signature.reason == "directory_pending"
+            && Box::pin(identifier.await_pending_directory(
+                session.req_header(),
+                &host,
+                ctx.facts.tls,
+                crate::challenge::DIRECTORY_WAIT,
+            ))
+            .await
+        {
+            decision = decide();
+        }
         if !decision.fleet.is_empty() {
             Box::pin(loaded.count_in_fleet(&mut decision, &self.metrics)).await;
         }
@@ -548,6 +605,15 @@ impl Edge {
             }
             ctx.crawl = Some(step);
         }
+        if let (Some(note), Some(zone)) = (&decision.challenge, ctx.zone())
+            && let Some(bypass) = note.bypass
+        {
+            let rule: Arc<str> = note.label().into();
+            self.metrics
+                .challenge
+                .bypassed(&zone.name, &rule, bypass.as_str());
+            ctx.challenge.outcome = Some(bypass.as_str());
+        }
         for rule in &decision.logged {
             tracing::info!(ray_id = %ctx.ray_id, rule = %rule, client = %decision.client_ip, "log rule matched");
         }
@@ -556,8 +622,166 @@ impl Edge {
                 retry_after,
                 ..Refusal::code(code)
             }),
+            Verdict::Challenge { difficulty } => {
+                ctx.challenge.pending = Some(crate::challenge::Pending::of(
+                    difficulty,
+                    decision.challenge.as_ref(),
+                ));
+                None
+            }
             Verdict::Proxy => None,
         }
+    }
+
+    /// Step 2b: a challenge endpoint on a zone's host, when the policy has challenge keys. The
+    /// answer (a form body for `verify`, read up to `MAX_FORM_LEN` bytes, or the query for
+    /// `wait`) is redeemed for a clearance, or the page is shown again.
+    async fn challenge_endpoint(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        loaded: &Loaded,
+        endpoint: crate::challenge::Endpoint,
+    ) -> Result<EndpointAnswer> {
+        use signpost_challenge::MAX_FORM_LEN;
+        let Some(ring) = loaded.policy.challenge_keys() else {
+            return Ok(EndpointAnswer::NotServed);
+        };
+        let (zone, client) = {
+            let host = request_host(session);
+            let facts = crate::request::facts::request_facts(session, &ctx.facts, &host);
+            loaded.policy.answering(&facts)
+        };
+        let Some(zone) = zone else {
+            return Ok(EndpointAnswer::NotServed);
+        };
+        ctx.zone = Some(zone);
+        ctx.client_ip = Some(client);
+        if !endpoint.allows(session.req_header().method.as_str()) {
+            return Ok(EndpointAnswer::Refused(
+                Refusal::code(Code::METHOD_NOT_ALLOWED).closing(),
+            ));
+        }
+        let form = match endpoint {
+            crate::challenge::Endpoint::Verify => {
+                let mut form = Vec::new();
+                loop {
+                    match session.read_request_body().await.map_err(|mut e| {
+                        e.as_down();
+                        e
+                    })? {
+                        Some(chunk) if form.len() + chunk.len() <= MAX_FORM_LEN => {
+                            form.extend_from_slice(&chunk);
+                        }
+                        Some(_) => {
+                            // Over the bound: refused as malformed, the rest left unread.
+                            session.set_keepalive(None);
+                            form.clear();
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                form
+            }
+            crate::challenge::Endpoint::Wait => session
+                .req_header()
+                .uri
+                .query()
+                .unwrap_or("")
+                .as_bytes()
+                .to_vec(),
+        };
+        let zone = loaded.policy.zone(zone);
+        let reply = {
+            let req = session.req_header();
+            let host = signpost_policy::normalize_host(&request_host(session)).into_owned();
+            let asking = crate::challenge::Asking {
+                zone,
+                ring,
+                client,
+                headers: &req.headers,
+                method: req.method.as_str(),
+                target: req.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+                host: &host,
+                tls: ctx.facts.tls,
+                ray: ctx.ray_id,
+                footer: &loaded.policy.problem_branding().footer,
+            };
+            let now = crate::challenge::unix_now();
+            let (reply, redeemed) = crate::challenge::at_endpoint(&asking, endpoint, &form, now)?;
+            match redeemed {
+                Ok(method) => self.metrics.challenge.solved(&zone.name, method),
+                Err(reason) => self.metrics.challenge.failed(&zone.name, reason.as_str()),
+            }
+            reply
+        };
+        ctx.challenge.outcome = Some(reply.outcome);
+        ctx.error_code = reply.code;
+        ctx.format = reply.code.map(|_| reply.format);
+        reply.write(session).await?;
+        Ok(EndpointAnswer::Answered)
+    }
+
+    /// Step 3b: a request the policy challenges. A valid clearance lets it on (counted
+    /// `cleared`); otherwise the page or the problem is the answer. Returns whether it answered.
+    async fn challenge(
+        &self,
+        session: &mut Session,
+        ctx: &mut RequestCtx,
+        loaded: &Loaded,
+        pending: crate::challenge::Pending,
+    ) -> Result<bool> {
+        let (Some(zone), Some(ring)) = (ctx.zone(), loaded.policy.challenge_keys()) else {
+            return Error::e_explain(InternalError, "a challenge without a zone or keys");
+        };
+        let now = crate::challenge::unix_now();
+        let reply = {
+            let req = session.req_header();
+            let host = request_host(session);
+            let shown = signpost_policy::normalize_host(&host);
+            let asking = crate::challenge::Asking {
+                zone,
+                ring,
+                client: ctx.client(),
+                headers: &req.headers,
+                method: req.method.as_str(),
+                target: req.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+                host: &shown,
+                tls: ctx.facts.tls,
+                ray: ctx.ray_id,
+                footer: &loaded.policy.problem_branding().footer,
+            };
+            if crate::challenge::cleared(&asking, pending.difficulty, now).is_ok() {
+                self.metrics
+                    .challenge
+                    .bypassed(&zone.name, &pending.rule, "cleared");
+                None
+            } else {
+                let asked = ctx.asked(session, &host);
+                let reply = crate::challenge::challenge(
+                    &loaded.policy,
+                    &asked,
+                    &asking,
+                    pending.difficulty,
+                    ctx.rule_id.as_deref(),
+                    now,
+                )?;
+                self.metrics
+                    .challenge
+                    .issued(&zone.name, &pending.rule, reply.outcome);
+                Some(reply)
+            }
+        };
+        let Some(reply) = reply else {
+            ctx.challenge.outcome = Some("cleared");
+            return Ok(false);
+        };
+        ctx.challenge.outcome = Some("issued");
+        ctx.error_code = reply.code;
+        ctx.format = Some(reply.format);
+        reply.write(session).await?;
+        Ok(true)
     }
 
     /// Step 4: what the zone does not accept: TRACE and TRACK (they echo the request, Cookie

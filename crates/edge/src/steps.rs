@@ -11,8 +11,13 @@ pub enum Step {
     HeadLimits,
     /// `/cdn-cgi/error/<code>`, on every host: that code.
     ErrorPage,
+    /// `/cdn-cgi/challenge/verify` and `/cdn-cgi/challenge/wait` on a zone's host: a
+    /// challenge's answer redeemed (303 with a clearance) or the page again.
+    ChallengeEndpoint,
     /// The policy's phases, then fleet rate limits with Redis's answers.
     Decide,
+    /// A challenged request: passes with a valid clearance, else the page or the problem (403).
+    Challenge,
     /// TRACE/TRACK, a declared body over `max_body_size`: 405, 413.
     ZoneLimits,
     /// A plain-HTTP request on a zone with `redirect_https`: 301 (GET, HEAD) or 308.
@@ -32,7 +37,9 @@ pub enum Step {
 pub const STEPS: &[Step] = &[
     Step::HeadLimits,
     Step::ErrorPage,
+    Step::ChallengeEndpoint,
     Step::Decide,
+    Step::Challenge,
     Step::ZoneLimits,
     Step::HttpsRedirect,
     Step::PrereadBody,
@@ -47,7 +54,9 @@ impl Step {
         match self {
             Step::HeadLimits => "head_limits",
             Step::ErrorPage => "error_page",
+            Step::ChallengeEndpoint => "challenge_endpoint",
             Step::Decide => "decide",
+            Step::Challenge => "challenge_clearance",
             Step::ZoneLimits => "zone_limits",
             Step::HttpsRedirect => "https_redirect",
             Step::PrereadBody => "preread_body",
@@ -64,7 +73,13 @@ impl Step {
                 "CONNECT (405), a target over 16 KiB (414), headers over 32 KiB (431)"
             }
             Step::ErrorPage => "/cdn-cgi/error/<code> answers that code, on every host",
+            Step::ChallengeEndpoint => {
+                "/cdn-cgi/challenge/verify and /wait redeem a challenge's answer for a clearance"
+            }
             Step::Decide => "the policy's phases",
+            Step::Challenge => {
+                "a challenged request passes with a valid clearance; otherwise the page (browsers) or the challenge_required problem (agents), 403"
+            }
             Step::ZoneLimits => {
                 "TRACE and TRACK unless the zone allows them (405), a declared body over max_body_size (413)"
             }
@@ -86,7 +101,12 @@ impl Step {
     pub const fn traced(self) -> bool {
         matches!(
             self,
-            Step::HeadLimits | Step::ErrorPage | Step::Decide | Step::ZoneLimits
+            Step::HeadLimits
+                | Step::ErrorPage
+                | Step::ChallengeEndpoint
+                | Step::Decide
+                | Step::Challenge
+                | Step::ZoneLimits
         )
     }
 }

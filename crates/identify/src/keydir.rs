@@ -114,6 +114,9 @@ pub struct KeyDirectories {
     in_flight: AtomicUsize,
     /// Keys given in the policy, by (agent URL, keyid).
     statics: ArcSwap<HashMap<(String, String), [u8; 32]>>,
+    /// Woken whenever a fetch finishes, for the requests that wait for one
+    /// ([`KeyDirectories::wait_fetched`]).
+    fetched: tokio::sync::Notify,
 }
 
 impl KeyDirectories {
@@ -124,7 +127,36 @@ impl KeyDirectories {
             table: Mutex::new(HashMap::new()),
             in_flight: AtomicUsize::new(0),
             statics: ArcSwap::default(),
+            fetched: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Waits, at most `bound`, until no fetch of `agent`'s directory is under way: the one
+    /// [`lookup`](Self::lookup) started for a directory it had never seen. Returns whether the
+    /// directory was fetched (with or without the key) within the bound. The only lookup a
+    /// request awaits, and only where the edge asks it to (a challenged path): a waiter holds no
+    /// lock and no slot, and a fetch ends within its own deadline anyway.
+    pub async fn wait_fetched(&self, agent: &Agent, bound: Duration) -> bool {
+        let url = agent.directory_url();
+        let deadline = tokio::time::Instant::now() + bound;
+        loop {
+            // Registered before the table is read, so that a fetch finishing in between wakes it.
+            let woken = self.fetched.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let fetching = {
+                let table = self.table.lock().unwrap_or_else(PoisonError::into_inner);
+                match table.get(&url) {
+                    Some(entry) if entry.fetching => true,
+                    Some(entry) => return entry.keys.is_some(),
+                    None => return false,
+                }
+            };
+            debug_assert!(fetching);
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return false;
+            }
+        }
     }
 
     /// Replaces the keys given in the policy (private agreements): `(agent URL, key)`, the URL as
@@ -290,6 +322,8 @@ impl KeyDirectories {
             return;
         };
         entry.fetching = false;
+        // Under the lock: a waiter reads the table only once this update is done.
+        self.fetched.notify_waiters();
         match result {
             Ok((keys, ttl)) => {
                 entry.keys = Some(keys.into());

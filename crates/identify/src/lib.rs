@@ -181,6 +181,35 @@ impl Identifier {
         }
     }
 
+    /// For a signed request whose agent's key directory is being fetched for the first time
+    /// (its signature read `unverified`, reason `directory_pending`): waits for that fetch, at
+    /// most `bound`, and says whether the directory is now known (a new decision would read the
+    /// signature against it). `false` at once for any other request.
+    pub async fn await_pending_directory(
+        &self,
+        req: &RequestHeader,
+        authority: &str,
+        tls: bool,
+        bound: Duration,
+    ) -> bool {
+        let signed = SignedRequest {
+            method: req.method.as_str(),
+            scheme: if tls { "https" } else { "http" },
+            authority,
+            target: req.uri.path_and_query().map_or("/", |pq| pq.as_str()),
+            headers: &req.headers,
+        };
+        let Parsed::Candidate(candidate) =
+            signpost_webbotauth::parse(&signed, unix_now(), &self.limits)
+        else {
+            return false;
+        };
+        let Some(agent) = candidate.agent() else {
+            return false;
+        };
+        self.directories.wait_fetched(agent, bound).await
+    }
+
     /// The Ed25519 check of `candidate` with `key`, once per (base, signature, key) while the
     /// signature is valid, within the failure budgets.
     fn check(&self, candidate: &Candidate, key: &[u8; 32], client: IpAddr) -> Signature {

@@ -81,9 +81,45 @@ pub struct Decision {
     /// What crawl control made of a known crawler's request, when its zone has `[zone.crawl]`.
     /// Boxed: most requests are no crawler's.
     pub crawl: Option<Box<crate::crawl::CrawlStep>>,
+    /// The challenge a rule asked for, when one did: the verdict's when it challenges, or why
+    /// the request passes without one (a verified client, an exempt path).
+    pub challenge: Option<crate::challenge::ChallengeNote>,
 }
 
 impl Decision {
+    /// Notes a challenge asked by `phase`'s rule `rule` at `difficulty`. The first challenge noted
+    /// stands, unless a later one asks a higher difficulty. A verified client passes a rule that
+    /// does not name verified clients (`names_verified`); that is noted as a bypass, so the edge can
+    /// count it, unless a challenge already stands.
+    pub(crate) fn note_challenge(
+        &mut self,
+        identity: &crate::identity::Identity,
+        difficulty: Option<signpost_challenge::Difficulty>,
+        rule: Option<Arc<str>>,
+        phase: &'static str,
+        names_verified: bool,
+    ) {
+        let bypass = (!names_verified && crate::challenge::is_verified(identity))
+            .then_some(crate::challenge::ChallengeBypass::Verified);
+        let replace = match &self.challenge {
+            None => true,
+            Some(old) if old.bypass.is_some() => bypass.is_none(),
+            Some(old) => {
+                bypass.is_none()
+                    && difficulty.is_some()
+                    && old.difficulty.is_none_or(|o| difficulty > Some(o))
+            }
+        };
+        if replace {
+            self.challenge = Some(crate::challenge::ChallengeNote {
+                difficulty,
+                rule,
+                phase,
+                bypass,
+            });
+        }
+    }
+
     /// The decision's fleet rate limits, to be counted one by one with Redis's answers: see
     /// [`FleetCount`]. Takes the checks out of [`Decision::fleet`].
     pub fn count_in_fleet(&mut self) -> FleetCount<'_> {
@@ -125,7 +161,8 @@ impl FleetCount<'_> {
     ///
     /// A check handed out and not answered decides nothing: the next call moves on.
     pub fn next_check(&mut self) -> Option<&FleetCheck> {
-        if self.decision.verdict != Verdict::Proxy {
+        // A challenged request is counted too: a refusal there still wins over the challenge.
+        if matches!(self.decision.verdict, Verdict::Refuse { .. }) {
             self.asked = None;
             return None;
         }

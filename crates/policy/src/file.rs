@@ -44,6 +44,8 @@ pub(crate) struct PolicyFile {
     pub bot: Vec<Spanned<crate::bots::BotFile>>,
     /// `[ledger]`: where charged responses are recorded (pay per crawl).
     pub ledger: Option<crate::crawl::LedgerFile>,
+    /// `[challenge]`: the keys that sign clearances and challenges.
+    pub challenge: Option<Spanned<crate::challenge::KeysFile>>,
 }
 
 /// `[zone.origin_errors]`: the origin's own errors, for agents.
@@ -136,6 +138,7 @@ pub(crate) struct ZoneFile {
     pub crawl: Option<crate::crawl::CrawlFile>,
     pub robots: Option<crate::robots::RobotsFile>,
     pub tls: Option<crate::tls::ZoneTlsFile>,
+    pub challenge: Option<crate::challenge::ChallengeFile>,
     #[serde(default)]
     pub divert: Vec<Spanned<DivertFile>>,
 }
@@ -161,6 +164,7 @@ pub(crate) struct AccessRuleFile {
     )]
     pub description: Option<String>,
     pub action: Spanned<String>,
+    pub difficulty: Option<Spanned<i64>>,
     pub ip: Option<Spanned<Vec<Spanned<String>>>>,
     pub asn: Option<Spanned<Vec<Spanned<i64>>>>,
     pub country: Option<Spanned<Vec<Spanned<String>>>>,
@@ -216,6 +220,7 @@ pub(crate) struct CustomRuleFile {
     )]
     pub description: Option<String>,
     pub action: Spanned<String>,
+    pub difficulty: Option<Spanned<i64>>,
     pub expression: Spanned<String>,
     /// The zone's `[[zone.divert]]` a `divert` action sends the request to.
     pub divert: Option<Spanned<String>>,
@@ -239,5 +244,8 @@ pub(crate) struct RateLimitFile {
     pub mitigation_timeout: Option<Spanned<String>>,
     pub max_keys: Option<Spanned<i64>>,
     pub scope: Option<Spanned<String>>,
+    /// `block` (the default, 1015) or `challenge`.
+    pub action: Option<Spanned<String>>,
+    pub difficulty: Option<Spanned<i64>>,
     pub response: Option<Spanned<AnswerFile>>,
 }

@@ -56,6 +56,7 @@
 
 mod answer_file;
 mod bots;
+mod challenge;
 mod client;
 mod compiled;
 mod crawl;
@@ -85,6 +86,10 @@ pub use bots::settings::{
     DEFAULT_ORIGIN_HEADER,
 };
 pub use bots::{Behaviors, Bot, BotCatalog, CATEGORIES, MAX_BOTS, normalize_agent};
+pub use challenge::{
+    ChallengeBypass, ChallengeConfig, ChallengeNote, DEFAULT_EXEMPT_PATHS, MAX_EXEMPT_PATHS,
+    is_verified,
+};
 pub use client::client_key;
 pub use compiled::CompiledPolicy;
 pub use crawl::{
@@ -118,6 +123,7 @@ pub use policy::{
 pub use ratelimit::DEFAULT_MAX_KEYS;
 pub use robots::{KnownCrawler, RobotsConfig, RobotsMode, content_signal, managed_block};
 pub use rules::{RateLimitState, RuleInfo};
+pub use signpost_challenge::{Difficulty, KeyRing};
 pub use signpost_problem::Code;
 pub use tls::{Hsts, HttpsRedirect, ZoneTls};
 pub use trace::{PHASES, StepKind, Trace, TraceStep};

@@ -213,6 +213,8 @@ pub struct Zone {
     /// `[[zone.divert]]`: the other origins custom rules may divert requests to (a tarpit, a
     /// maze), at most [`MAX_DIVERTS`] per zone.
     pub diverts: Vec<Divert>,
+    /// `[zone.challenge]`: how the zone challenges (the defaults when it has none).
+    pub challenge: crate::challenge::ChallengeConfig,
     pub(crate) patterns: Vec<(HostPattern, std::ops::Range<usize>)>,
 }
 
@@ -481,6 +483,8 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Path) -
         let robots = crate::robots::compile(d, z.robots.as_ref());
         let tls = crate::tls::compile(d, z.tls.as_ref(), base_dir);
         let diverts = validate_diverts(&z.divert, d);
+        let crawl_free = crawl.as_ref().map_or(&[][..], |c| &c.free_paths[..]);
+        let challenge = crate::challenge::compile(d, z.challenge.as_ref(), crawl_free);
         if let Some(origin) = origin {
             zones.push(Zone {
                 name: name.into(),
@@ -502,6 +506,7 @@ fn validate_zones(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Path) -
                 robots,
                 tls,
                 diverts,
+                challenge,
                 patterns,
             });
         }

@@ -27,6 +27,7 @@ pub const PHASES: &[&str] = &[
     "custom_rules",
     "crawl_control",
     "rate_limits",
+    "challenge",
 ];
 
 /// Whether a step is a phase of the decision or a rule one phase considered.
@@ -212,6 +213,11 @@ impl Recorder {
             let (action, code) = match decision.verdict {
                 crate::Verdict::Refuse { code, .. } => ("block", Some(code)),
                 crate::Verdict::Proxy => ("allow", None),
+                crate::Verdict::Challenge { difficulty } => {
+                    last.action_parameters
+                        .push(("difficulty".to_owned(), difficulty.get().to_string()));
+                    ("challenge", None)
+                }
             };
             last.action = Some(action.to_owned());
             if let Some(code) = code {

@@ -1,5 +1,6 @@
-//! The policy's verdict on one request: forward it, or answer it with a catalog error. A leaf:
-//! the decision and the fleet checks both give verdicts, and neither needs the other for it.
+//! The policy's verdict on one request: forward it, answer it with a catalog error, or challenge
+//! it. A leaf: the decision and the fleet checks both give verdicts, and neither needs the other
+//! for it.
 
 use signpost_problem::Code;
 
@@ -14,6 +15,13 @@ pub enum Verdict {
         code: Code,
         /// Seconds until the client may succeed, for rate limits (whole seconds, at least 1).
         retry_after: Option<u32>,
+    },
+    /// Challenge the client: forward only with a valid clearance earned at `difficulty` or
+    /// above; otherwise a browser gets the challenge page, an agent the `challenge_required`
+    /// problem (the edge's `challenge` room).
+    Challenge {
+        /// The proof of work's difficulty.
+        difficulty: signpost_challenge::Difficulty,
     },
 }
 

@@ -96,6 +96,11 @@ fn verdict(
         Verdict::Refuse { code, .. } => {
             Some((code.get(), d.rule_id.as_deref().unwrap_or("").into()))
         }
+        // A challenge stops the request as a refusal does, until the client is cleared.
+        Verdict::Challenge { .. } => Some((
+            signpost_policy::Code::CHALLENGE_REQUIRED.get(),
+            d.rule_id.as_deref().unwrap_or("").into(),
+        )),
     }
 }
 

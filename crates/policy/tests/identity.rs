@@ -87,7 +87,7 @@ fn decide(
 
 fn blocked_by(d: &signpost_policy::Decision) -> Option<&str> {
     match d.verdict {
-        Verdict::Refuse { .. } => d.rule_id.as_deref(),
+        Verdict::Refuse { .. } | Verdict::Challenge { .. } => d.rule_id.as_deref(),
         Verdict::Proxy => None,
     }
 }

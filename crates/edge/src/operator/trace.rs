@@ -211,6 +211,66 @@ pub struct Traced {
     /// The error rule that speaks for the answer (a rule's own `response`, or an error rule),
     /// when one matches it.
     pub error_rule: Option<SpokenBy>,
+    /// What became of a challenge: `issued`, `cleared` (the request's clearance cookie is
+    /// valid), `verified`, `exempt`, or at an endpoint `solved` or `failed`.
+    pub challenge: Option<&'static str>,
+}
+
+impl Traced {
+    /// `proxy`, `refuse`, `challenge` (the page or the problem), or `redirect` (a redeemed
+    /// challenge's 303).
+    pub fn verdict(&self) -> &'static str {
+        match (&self.response, self.challenge) {
+            (Response::Proxied { .. }, _) => "proxy",
+            (_, Some("issued" | "failed")) => "challenge",
+            (_, Some("solved")) => "redirect",
+            _ => "refuse",
+        }
+    }
+}
+
+/// What the challenge reads of a synthetic request.
+fn asking<'a>(
+    policy: &'a CompiledPolicy,
+    zone: ZoneId,
+    ring: &'a signpost_policy::KeyRing,
+    client: IpAddr,
+    request: &'a Synthetic,
+    host: &'a str,
+) -> crate::challenge::Asking<'a> {
+    crate::challenge::Asking {
+        zone: policy.zone(zone),
+        ring,
+        client,
+        headers: &request.headers,
+        method: &request.method,
+        target: &request.target,
+        host,
+        tls: request.tls,
+        ray: RayId::next(),
+        footer: &policy.problem_branding().footer,
+    }
+}
+
+/// A challenge's reply as a trace's response.
+fn response_of(reply: &crate::challenge::Reply, head_only: bool) -> Response {
+    let head = &reply.head;
+    Response::Answer {
+        status: head.status.as_u16(),
+        reason: head.status.canonical_reason().unwrap_or("").to_owned(),
+        headers: head
+            .headers
+            .iter()
+            .map(|(n, v)| {
+                (
+                    n.as_str().to_owned(),
+                    signpost_policy::lossy_utf8(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
+        body: reply.body.clone(),
+        head_only,
+    }
 }
 
 /// Runs the edge's steps on `request` against `policy` at `now`, changing nothing.
@@ -236,7 +296,11 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
         rule_id: None,
         code: None,
         error_rule: None,
+        challenge: None,
     };
+    // An answer of the challenge's (an endpoint's, or a challenge), in place of a refusal.
+    let mut direct: Option<Response> = None;
+    let head_only = req.method == http::Method::HEAD;
     // What the phases settled about whom the answer is for (nothing, before they ran).
     let mut settled = Settled {
         zone: None,
@@ -246,7 +310,7 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
     // The edge's steps in the order the live edge runs them; once one has answered, the rest
     // are listed as not reached.
     for &step in STEPS.iter().filter(|s| s.traced()) {
-        if refusal.is_some() {
+        if refusal.is_some() || direct.is_some() {
             let at = traced.stopped_at.as_deref().unwrap_or_default();
             not_reached(&mut steps, step, at);
             continue;
@@ -308,6 +372,122 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
                 }
                 traced.policy = Some(trace);
             }
+            Step::ChallengeEndpoint => {
+                let endpoint = crate::challenge::Endpoint::of(req.uri.path());
+                let ring = policy.challenge_keys();
+                let (zone, client) = policy.answering(&traced.request.facts());
+                let served = (endpoint, ring, zone);
+                if !matches!(served, (Some(_), Some(_), Some(_))) {
+                    steps.push(edge_step(step, None));
+                }
+                if let (Some(endpoint), Some(ring), Some(zone)) = served {
+                    let mut trace_step = edge_step(step, None);
+                    trace_step.matched = true;
+                    trace_step.action = Some("challenge_endpoint".into());
+                    if endpoint.allows(&traced.request.method) {
+                        // A trace carries no body: a `verify` is redeemed with an empty form.
+                        let form = match endpoint {
+                            crate::challenge::Endpoint::Wait => {
+                                traced.request.target.split_once('?').map_or("", |(_, q)| q)
+                            }
+                            crate::challenge::Endpoint::Verify => "",
+                        };
+                        let host = signpost_policy::normalize_host(&traced.request.host);
+                        let a = asking(policy, zone, ring, client, &traced.request, &host);
+                        let now = crate::challenge::unix_now();
+                        let (reply, redeemed) =
+                            crate::challenge::at_endpoint(&a, endpoint, form.as_bytes(), now)
+                                .map_err(|e| anyhow::anyhow!("cannot answer: {e}"))?;
+                        trace_step.action_parameters.push((
+                            "outcome".into(),
+                            match redeemed {
+                                Ok(method) => format!("solved ({method})"),
+                                Err(why) => format!("failed ({why})"),
+                            },
+                        ));
+                        traced.challenge = Some(reply.outcome);
+                        traced.code = reply.code.map(|c| c.get());
+                        direct = Some(response_of(&reply, head_only));
+                    } else {
+                        refusal = Some((signpost_problem::Code::METHOD_NOT_ALLOWED.get(), None));
+                    }
+                    settled = Settled {
+                        zone: Some(zone),
+                        client_ip: Some(client),
+                    };
+                    traced.zone = Some((
+                        policy.zone(zone).name.to_string(),
+                        policy.zone(zone).origin.to_string(),
+                    ));
+                    steps.push(trace_step);
+                    traced.stopped_at = Some(step.name().to_owned());
+                }
+            }
+            Step::Challenge => {
+                let decision = traced.policy.as_ref().map(|t| &t.decision);
+                if let Some(bypass) = decision
+                    .and_then(|d| d.challenge.as_ref())
+                    .and_then(|n| n.bypass)
+                {
+                    traced.challenge = Some(bypass.as_str());
+                }
+                let challenged = decision.map(|d| (d.verdict, d.zone, policy.challenge_keys()));
+                if !matches!(
+                    challenged,
+                    Some((Verdict::Challenge { .. }, Some(_), Some(_)))
+                ) {
+                    steps.push(edge_step(step, None));
+                }
+                if let Some((Verdict::Challenge { difficulty }, Some(zone), Some(ring))) =
+                    challenged
+                {
+                    let client = decision.map_or(traced.request.peer, |d| d.client_ip);
+                    let mut trace_step = edge_step(step, None);
+                    let host = signpost_policy::normalize_host(&traced.request.host);
+                    let a = asking(policy, zone, ring, client, &traced.request, &host);
+                    let now = crate::challenge::unix_now();
+                    match crate::challenge::cleared(&a, difficulty, now) {
+                        Ok(clearance) => {
+                            trace_step.description = format!(
+                                "the request's clearance is valid (earned by {} at difficulty {}, key {}): it passes",
+                                clearance.method.as_str(),
+                                clearance.level.get(),
+                                clearance.key_id
+                            );
+                            traced.challenge = Some("cleared");
+                        }
+                        Err(why) => {
+                            let asked = crate::answer::error_rules::Asked {
+                                facts: traced.request.facts(),
+                                zone: Some(zone),
+                                client_ip: Some(client),
+                                country: None,
+                            };
+                            let reply = crate::challenge::challenge(
+                                policy,
+                                &asked,
+                                &a,
+                                difficulty,
+                                traced.rule_id.as_deref(),
+                                now,
+                            )
+                            .map_err(|e| anyhow::anyhow!("cannot answer: {e}"))?;
+                            trace_step.matched = true;
+                            trace_step.action = Some("challenge".into());
+                            trace_step.action_parameters.extend([
+                                ("difficulty".into(), difficulty.get().to_string()),
+                                ("clearance".into(), why.as_str().to_owned()),
+                                ("answer".into(), reply.outcome.to_owned()),
+                            ]);
+                            traced.challenge = Some("issued");
+                            traced.code = reply.code.map(|c| c.get());
+                            direct = Some(response_of(&reply, head_only));
+                            traced.stopped_at = Some(step.name().to_owned());
+                        }
+                    }
+                    steps.push(trace_step);
+                }
+            }
             Step::ZoneLimits => {
                 if let Some(zone) = settled.zone.map(|z| policy.zone(z)) {
                     let code = head.zone_refuses(&req, zone);
@@ -325,8 +505,9 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
             traced.stopped_at = Some(step.name().to_owned());
         }
     }
-    traced.response = match refusal {
-        Some((code, retry_after)) => {
+    traced.response = match (direct, refusal) {
+        (Some(response), _) => response,
+        (None, Some((code, retry_after))) => {
             traced.code = Some(code);
             let crawl = traced
                 .policy
@@ -348,7 +529,7 @@ pub fn run(policy: &CompiledPolicy, request: Synthetic, now: Instant) -> anyhow:
             traced.error_rule = rule;
             response
         }
-        None => match &traced.zone {
+        (None, None) => match &traced.zone {
             Some((zone, origin)) => Response::Proxied {
                 zone: zone.clone(),
                 origin: origin.clone(),
@@ -575,6 +756,9 @@ pub fn to_text(t: &Traced) -> String {
     if let Some(rule) = &t.rule_id {
         let _ = writeln!(out, "deciding rule: {}", quoted(rule));
     }
+    if let Some(challenge) = t.challenge {
+        let _ = writeln!(out, "challenge: {challenge}");
+    }
     if let Some(rule) = &t.error_rule {
         let _ = writeln!(
             out,
@@ -708,7 +892,8 @@ pub fn to_json(t: &Traced) -> Value {
             Response::Proxied { .. } => None,
         },
         "code": t.code,
-        "verdict": if t.code.is_some() { "refuse" } else { "proxy" },
+        "verdict": t.verdict(),
+        "challenge": t.challenge,
         "rule_id": t.rule_id,
         "error_rule": t.error_rule.as_ref().map(SpokenBy::to_json),
         "zone": t.zone.as_ref().map(|(z, _)| z),
@@ -855,6 +1040,11 @@ struct Expect {
     origin: Option<String>,
     /// Whether the request is forwarded to the origin.
     proxied: Option<bool>,
+    /// `proxy`, `refuse`, `challenge` or `redirect` ([`Traced::verdict`]).
+    verdict: Option<String>,
+    /// What became of a challenge: `issued`, `cleared`, `verified`, `exempt` (`""`: no rule
+    /// asked for one).
+    challenge: Option<String>,
 }
 
 /// The differences between what `case` expects and what `traced` shows, one line each.
@@ -905,6 +1095,8 @@ fn differences(expect: &Expect, traced: &Traced) -> Vec<String> {
     {
         out.push(format!("proxied: expected {want}, got {proxied}"));
     }
+    text(&expect.verdict, Some(traced.verdict()), "verdict", &mut out);
+    text(&expect.challenge, traced.challenge, "challenge", &mut out);
     out
 }
 

@@ -40,6 +40,8 @@ pub struct CompiledPolicy {
     ledger: Option<crate::crawl::LedgerConfig>,
     /// The SHA-256 of the policy text, in lower-case hex: which policy is loaded.
     sha256: Box<str>,
+    /// `[challenge] keys`: what signs clearances and challenges, when the policy has them.
+    challenge_keys: Option<signpost_challenge::KeyRing>,
 }
 
 /// The policy's way of telling who is asking.
@@ -107,6 +109,26 @@ impl CompiledPolicy {
                 }
             }
         }
+        let challenge_keys = file
+            .challenge
+            .as_ref()
+            .and_then(|c| crate::challenge::load_keys(&mut d, c.get_ref(), base_dir));
+        if file.challenge.is_none() {
+            let crawl_at = file
+                .zone
+                .iter()
+                .zip(&policy.zones)
+                .find(|(_, z)| z.crawl.as_ref().is_some_and(|c| c.may_challenge()))
+                .map(|(f, _)| f.get_ref().name.span());
+            if let Some(at) = rules.challenge_needed_at.clone().or(crawl_at) {
+                d.at_with_hint(
+                    ProblemKind::Invalid,
+                    at,
+                    "a challenge needs the keys that sign clearances: add a [challenge] table",
+                    Some("[challenge]\nkeys = [{ id = 1, secret_file = \"challenge.key\" }]  # e.g. `openssl rand -hex 32 > challenge.key`".into()),
+                );
+            }
+        }
         let mut hosts = HostTable::default();
         for (i, zone) in policy.zones.iter().enumerate() {
             for (pattern, at) in &zone.patterns {
@@ -142,6 +164,7 @@ impl CompiledPolicy {
             identification,
             ledger,
             sha256: hex_sha256(text.as_bytes()),
+            challenge_keys,
         })
     }
 
@@ -268,6 +291,12 @@ impl CompiledPolicy {
         self.ledger.as_ref()
     }
 
+    /// `[challenge] keys`: the ring that signs and checks clearances and challenges, when the
+    /// policy has one (every policy with a `challenge` action does).
+    pub fn challenge_keys(&self) -> Option<&signpost_challenge::KeyRing> {
+        self.challenge_keys.as_ref()
+    }
+
     /// The known bots, when the policy identifies requests.
     pub fn bot_catalog(&self) -> Option<&BotCatalog> {
         self.identification.as_ref().map(|i| &i.catalog)
@@ -314,6 +343,7 @@ impl CompiledPolicy {
             divert: None,
             identity: Identity::default(),
             crawl: None,
+            challenge: None,
         }
     }
 

@@ -51,7 +51,8 @@ impl CompiledPolicy {
         self.legal_rules(&cx, d, t)?; // 1026
         self.custom_rules(trust, zone, &cx, d, t)?; // 1020, divert
         self.crawl_control(trust, zone, facts, &cx, d, t)?; // 1020, 402, 400, 403
-        self.rate_limits(&cx, now, d, t) // 1015
+        self.rate_limits(&cx, now, d, t)?; // 1015
+        self.challenge(zone, facts, d, t) // challenge
     }
 
     /// Host routing: the zone serving the Host; 1003 for an IP literal no zone lists, 1001 for
@@ -267,7 +268,7 @@ impl CompiledPolicy {
         t.phase(|| {
             TraceStep::phase(
                 NAME,
-                "the zone's action for a known crawler: allow, block (402 or 403), or charge (pay per crawl)",
+                "the zone's action for a known crawler: allow, block (402 or 403), charge (pay per crawl), or challenge",
             )
         });
         t.rule(|| match &step {
@@ -291,6 +292,10 @@ impl CompiledPolicy {
             CrawlOutcome::Refused(refusal) => Some(refusal.code()),
             _ => None,
         };
+        if step.outcome == CrawlOutcome::Challenged {
+            // Crawl control's actions are about known bots: they name verified ones too.
+            d.note_challenge(&cx.identity, None, None, NAME, true);
+        }
         d.crawl = Some(Box::new(step));
         match refused {
             Some(code) => {
@@ -299,6 +304,63 @@ impl CompiledPolicy {
             }
             None => ControlFlow::Continue(()),
         }
+    }
+
+    /// The challenge a rule asked for, if one did: a verified client a rule does not name passes
+    /// (noted when the rule asked), so does a path of the zone's `exempt_paths`; otherwise the
+    /// verdict is a challenge at the rule's difficulty (the zone's when it names none), and the
+    /// edge lets through only a client with a clearance (`crate::challenge`).
+    fn challenge<T: Tracer>(
+        &self,
+        zone: usize,
+        facts: &RequestFacts<'_>,
+        d: &mut Decision,
+        t: &mut T,
+    ) -> ControlFlow<()> {
+        const NAME: &str = "challenge";
+        let Some(note) = d.challenge.as_mut() else {
+            t.phase(|| TraceStep::phase(NAME, "no rule asked for a challenge"));
+            return ControlFlow::Continue(());
+        };
+        t.phase(|| {
+            TraceStep::phase(
+                NAME,
+                "a challenge a rule asked for: verified clients (unless the rule names them) and exempt paths pass; the edge lets a client with a clearance through",
+            )
+        });
+        let config = &self.zones[zone].challenge;
+        let path = facts.uri.split('?').next().unwrap_or("");
+        if note.bypass.is_none() && config.is_exempt(path) {
+            note.bypass = Some(crate::challenge::ChallengeBypass::Exempt);
+        }
+        let note = &*note;
+        let difficulty = note.difficulty.unwrap_or(config.difficulty);
+        t.rule(|| {
+            let (matched, description) = match note.bypass {
+                Some(crate::challenge::ChallengeBypass::Verified) => (
+                    false,
+                    "a verified client, and the rule does not name verified clients: passes",
+                ),
+                Some(crate::challenge::ChallengeBypass::Exempt) => {
+                    (false, "the path is one of the zone's exempt_paths: passes")
+                }
+                None => (
+                    true,
+                    "challenged: the edge forwards only with a valid clearance",
+                ),
+            };
+            TraceStep::rule(note.label(), matched, description)
+                .action("challenge")
+                .param("phase", note.phase)
+                .param("difficulty", difficulty.get())
+                .field("http.request.uri.path", path)
+        });
+        if note.bypass.is_some() {
+            return ControlFlow::Continue(());
+        }
+        d.rule_id = note.rule.clone();
+        d.verdict = Verdict::Challenge { difficulty };
+        ControlFlow::Break(())
     }
 
     /// Rate limits: every rule whose expression matches counts the request.

@@ -11,6 +11,9 @@ use crate::bots::Behaviors;
 pub enum CrawlAction {
     /// Proxy as any request.
     Allow,
+    /// Challenge: proxy only a client holding a clearance (the zone's `[zone.challenge]`); an
+    /// agent is asked to sign instead.
+    Challenge,
     /// Pay per crawl: proxy only with a signed payment intent, and charge the response.
     Charge,
     /// Refuse with the zone's `block_status` and licensing message.
@@ -22,6 +25,7 @@ impl CrawlAction {
     pub fn as_str(self) -> &'static str {
         match self {
             CrawlAction::Allow => "allow",
+            CrawlAction::Challenge => "challenge",
             CrawlAction::Charge => "charge",
             CrawlAction::Block => "block",
         }
@@ -82,6 +86,12 @@ impl Default for CrawlConfig {
 }
 
 impl CrawlConfig {
+    /// Whether any crawler may be challenged in this zone (so the policy needs `[challenge] keys`).
+    pub fn may_challenge(&self) -> bool {
+        [self.search, self.agent, self.training, self.impostors].contains(&CrawlAction::Challenge)
+            || self.bots.iter().any(|(_, a)| *a == CrawlAction::Challenge)
+    }
+
     /// The action for the known bot `name` with `behaviors`: the override that names it, else
     /// the most restrictive action of its behaviors (so blocking training also blocks a crawler
     /// that does search and training, such as Googlebot, as Cloudflare does). A bot with no

@@ -36,12 +36,13 @@ fn action(
         "allow" => CrawlAction::Allow,
         "charge" => CrawlAction::Charge,
         "block" => CrawlAction::Block,
+        "challenge" => CrawlAction::Challenge,
         other => {
             d.at(
                 ProblemKind::Invalid,
                 value.span(),
                 format!(
-                    "`{other}` is not a crawl action; write \"allow\", \"block\" or \"charge\""
+                    "`{other}` is not a crawl action; write \"allow\", \"block\", \"charge\" or \"challenge\""
                 ),
             );
             default
@@ -66,7 +67,7 @@ pub(crate) fn compile(d: &mut Diagnostics<'_>, file: Option<&CrawlFile>) -> Opti
         d.at(
             ProblemKind::Invalid,
             impostors.span(),
-            "impostors cannot be charged (a request that fails verification cannot pay); write \"allow\" or \"block\"",
+            "impostors cannot be charged (a request that fails verification cannot pay); write \"allow\", \"block\" or \"challenge\"",
         );
     }
     if let Some(price) = &file.price {

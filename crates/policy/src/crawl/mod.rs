@@ -75,6 +75,8 @@ pub enum CrawlOutcome {
     },
     /// Refused: the verdict carries [`CrawlRefusal::code`].
     Refused(CrawlRefusal),
+    /// Challenged: the phase notes a challenge at the zone's difficulty.
+    Challenged,
 }
 
 /// A crawl control answer: the catalog code whose problem it is, with the status, the
@@ -176,6 +178,7 @@ pub fn control(
     };
     let outcome = match action {
         CrawlAction::Allow => CrawlOutcome::Allowed,
+        CrawlAction::Challenge => CrawlOutcome::Challenged,
         CrawlAction::Block => CrawlOutcome::Refused(CrawlRefusal::block(config, headers)),
         CrawlAction::Charge => {
             let auth = PaymentAuth::of(&identity.signature, headers);
@@ -248,6 +251,7 @@ impl CrawlOutcome {
             CrawlOutcome::Free => "free",
             CrawlOutcome::Forward { .. } => "forwarded",
             CrawlOutcome::Refused(_) => "refused",
+            CrawlOutcome::Challenged => "challenged",
         }
     }
 }

@@ -28,6 +28,13 @@ pub struct PathGlob {
 }
 
 impl PathGlob {
+    /// A pattern as written (checked by the caller: it starts with `/` or `*`).
+    pub(crate) fn new(pattern: impl Into<String>) -> PathGlob {
+        PathGlob {
+            pattern: pattern.into(),
+        }
+    }
+
     /// The pattern as written.
     pub fn as_str(&self) -> &str {
         &self.pattern

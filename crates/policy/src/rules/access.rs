@@ -1,4 +1,5 @@
-//! Phase: IP access rules. Allow or block by address (1006), AS number (1005) or country (1009).
+//! Phase: IP access rules. Allow or block by address (1006), AS number (1005) or country (1009),
+//! or challenge by any of them.
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -26,6 +27,11 @@ pub(crate) struct AccessTables {
     block_ip: IpTable<usize>,
     block_asn: HashMap<u32, usize>,
     block_country: HashMap<Country, usize>,
+    challenge_ip: IpTable<usize>,
+    challenge_asn: HashMap<u32, usize>,
+    challenge_country: HashMap<Country, usize>,
+    /// Per rule (as `ids`): a challenge rule's difficulty (`None`: the zone's).
+    difficulty: Vec<Option<signpost_challenge::Difficulty>>,
 }
 
 /// Checks `[[access_rule]]` entries into lookup tables.
@@ -42,19 +48,32 @@ pub(super) fn validate(
         let action = match r.action.get_ref().as_str() {
             "allow" => Action::Allow,
             "block" => Action::Block,
+            "challenge" => {
+                needs.challenge_needed_at.get_or_insert(sp(&r.action));
+                Action::Challenge
+            }
             other => {
                 d.at_with_hint(
                     ProblemKind::Invalid,
                     sp(&r.action),
                     format!("unknown access action `{other}`"),
-                    Some("access rules take \"block\" or \"allow\"".into()),
+                    Some("access rules take \"block\", \"allow\" or \"challenge\"".into()),
                 );
                 continue;
             }
         };
+        let difficulty = crate::challenge::difficulty(d, r.difficulty.as_ref());
+        if let (Some(at), false) = (&r.difficulty, action == Action::Challenge) {
+            d.at(
+                ProblemKind::Invalid,
+                sp(at),
+                "only a rule with action = \"challenge\" takes a difficulty",
+            );
+        }
         let t = &mut tables;
         let idx = t.ids.len();
         t.ids.push(id);
+        t.difficulty.push(difficulty);
         t.about.push((action, equivalent_expression(r)));
         let given = [r.ip.is_some(), r.asn.is_some(), r.country.is_some()];
         if given.iter().filter(|g| **g).count() != 1 {
@@ -66,10 +85,10 @@ pub(super) fn validate(
             continue;
         }
         if let Some(ips) = &r.ip {
-            let table = if action == Action::Allow {
-                &mut t.allow_ip
-            } else {
-                &mut t.block_ip
+            let table = match action {
+                Action::Allow => &mut t.allow_ip,
+                Action::Challenge => &mut t.challenge_ip,
+                _ => &mut t.block_ip,
             };
             for s in ips.get_ref() {
                 match parse_net(s.get_ref()) {
@@ -80,10 +99,10 @@ pub(super) fn validate(
         }
         if let Some(asns) = &r.asn {
             needs.asn_needed_at.get_or_insert(sp(asns));
-            let map = if action == Action::Allow {
-                &mut t.allow_asn
-            } else {
-                &mut t.block_asn
+            let map = match action {
+                Action::Allow => &mut t.allow_asn,
+                Action::Challenge => &mut t.challenge_asn,
+                _ => &mut t.block_asn,
             };
             for n in asns.get_ref() {
                 match u32::try_from(*n.get_ref()) {
@@ -100,10 +119,10 @@ pub(super) fn validate(
         }
         if let Some(cs) = &r.country {
             needs.country_needed_at.get_or_insert(sp(cs));
-            let map = if action == Action::Allow {
-                &mut t.allow_country
-            } else {
-                &mut t.block_country
+            let map = match action {
+                Action::Allow => &mut t.allow_country,
+                Action::Challenge => &mut t.challenge_country,
+                _ => &mut t.block_country,
             };
             for c in cs.get_ref() {
                 match valid_country(c.get_ref()) {
@@ -181,7 +200,7 @@ impl AccessTables {
     pub(crate) fn phase_step(&self, cx: &Cx<'_>) -> TraceStep {
         let step = TraceStep::phase(
             "access_rules",
-            "allow rules first (a match vouches for the client), then blocks by IP (1006), AS number (1005), country (1009)",
+            "allow rules first (a match vouches for the client), then blocks by IP (1006), AS number (1005), country (1009), then challenges",
         );
         if self.ids.is_empty() {
             return TraceStep {
@@ -238,9 +257,30 @@ impl AccessTables {
                 refuse(decision, code, self.ids.get(i).cloned())
             }
             None => {
-                self.record(t, None, None);
+                self.challenge(cx, decision, t);
                 ControlFlow::Continue(Trust::Unknown)
             }
+        }
+    }
+
+    /// Challenge rules, after the blocks: the first that lists the client notes a challenge.
+    fn challenge<T: Tracer>(&self, cx: &Cx<'_>, decision: &mut Decision, t: &mut T) {
+        let listed = self
+            .challenge_ip
+            .lookup(cx.client_ip)
+            .copied()
+            .or_else(|| lookup_num(&self.challenge_asn, || cx.asn()))
+            .or_else(|| lookup_country(&self.challenge_country, || cx.country()));
+        self.record(t, listed, None);
+        if let Some(i) = listed {
+            // A list of addresses, networks or countries never names verified clients.
+            decision.note_challenge(
+                &cx.identity,
+                self.difficulty.get(i).copied().flatten(),
+                self.ids.get(i).cloned(),
+                "access_rules",
+                false,
+            );
         }
     }
 

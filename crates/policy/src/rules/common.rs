@@ -22,6 +22,8 @@ pub(crate) enum Action {
     Log,
     /// Custom rules: send the request to another origin the zone declares (`[[zone.divert]]`).
     Divert,
+    /// Note a challenge and go on (`crate::challenge`).
+    Challenge,
 }
 
 impl Action {
@@ -32,6 +34,7 @@ impl Action {
             Action::Allow => "allow",
             Action::Log => "log",
             Action::Divert => "divert",
+            Action::Challenge => "challenge",
         }
     }
 }
@@ -46,6 +49,8 @@ pub(crate) struct Needs {
     /// Whether a rule reads who the request is (a bot field, or a rate limit counting per
     /// agent): the policy then identifies requests.
     pub identity_needed: bool,
+    /// Where a rule first challenges, to report a missing `[challenge] keys`.
+    pub challenge_needed_at: Option<Range<usize>>,
 }
 
 pub(super) fn sp<T>(s: &Spanned<T>) -> Range<usize> {

@@ -19,6 +19,8 @@ pub(crate) struct CustomRule {
     filter: Filter,
     /// For `divert`: the name of the zone's `[[zone.divert]]` it sends requests to.
     divert: Option<Arc<str>>,
+    /// For `challenge`: the rule's difficulty (`None`: the zone's).
+    difficulty: Option<signpost_challenge::Difficulty>,
 }
 
 /// The custom rules in file order, with an index of which can match a request.
@@ -75,11 +77,15 @@ pub(super) fn validate_custom(
             "allow" => Some(Action::Allow),
             "log" => Some(Action::Log),
             "divert" => Some(Action::Divert),
+            "challenge" => {
+                needs.challenge_needed_at.get_or_insert(sp(&r.action));
+                Some(Action::Challenge)
+            }
             other => {
-                let hint = did_you_mean(other, ["block", "allow", "log", "divert"])
+                let hint = did_you_mean(other, ["block", "allow", "log", "divert", "challenge"])
                     .map(|s| format!("did you mean \"{s}\"?"))
                     .unwrap_or_else(|| {
-                        "custom rules take \"block\", \"allow\", \"log\" or \"divert\"".into()
+                        "custom rules take \"block\", \"allow\", \"log\", \"divert\" or \"challenge\"".into()
                     });
                 d.at_with_hint(
                     ProblemKind::Invalid,
@@ -92,12 +98,23 @@ pub(super) fn validate_custom(
         };
         let divert = divert_name(d, r, action, &declared);
         let filter = expression(d, &r.expression, needs);
+        let difficulty = crate::challenge::difficulty(d, r.difficulty.as_ref());
+        if let (Some(difficulty), Some(Action::Block | Action::Allow | Action::Log | Action::Divert)) =
+            (&r.difficulty, action)
+        {
+            d.at(
+                ProblemKind::Invalid,
+                sp(difficulty),
+                "only a rule with action = \"challenge\" takes a difficulty",
+            );
+        }
         if let (Some(action), Some(filter)) = (action, filter) {
             custom.push(CustomRule {
                 id,
                 action,
                 filter,
                 divert,
+                difficulty,
             });
         }
     }
@@ -266,6 +283,17 @@ impl CustomRules {
                 Action::Allow => {
                     decision.rule_id = Some(r.id.clone());
                     return ControlFlow::Break(());
+                }
+                // The first match: the custom rules end, the later phases still run.
+                Action::Challenge => {
+                    decision.note_challenge(
+                        &cx.identity,
+                        r.difficulty,
+                        Some(r.id.clone()),
+                        "custom_rules",
+                        r.filter.needs_identity,
+                    );
+                    return ControlFlow::Continue(());
                 }
             }
         }

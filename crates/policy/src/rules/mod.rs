@@ -53,6 +53,8 @@ pub(crate) struct RulesSpec {
     /// Whether a rule reads who the request is (a bot field, or a rate limit counting per
     /// agent): the policy then identifies requests.
     pub identity_needed: bool,
+    /// Where a rule first challenges, to report a missing `[challenge] keys`.
+    pub challenge_needed_at: Option<Range<usize>>,
 }
 
 /// Checks the client address, the databases and every rule section; collects all problems.
@@ -116,6 +118,7 @@ pub(crate) fn validate(file: &PolicyFile, d: &mut Diagnostics<'_>, base_dir: &Pa
     spec.country_needed_at = needs.country_needed_at;
     spec.asn_needed_at = needs.asn_needed_at;
     spec.identity_needed = needs.identity_needed;
+    spec.challenge_needed_at = needs.challenge_needed_at;
     spec
 }
 

@@ -50,6 +50,17 @@ pub(crate) struct RateSpec {
     max_keys: usize,
     fleet: bool,
     fingerprint: String,
+    challenge: Option<Challenge>,
+}
+
+/// A rate limit whose `action` is `challenge`: over the limit, the request is challenged
+/// instead of refused (a cleared client passes; Cloudflare's rate limits do the same).
+#[derive(Debug, Clone, Copy)]
+struct Challenge {
+    /// `None`: the zone's difficulty.
+    difficulty: Option<signpost_challenge::Difficulty>,
+    /// Whether the rule's expression reads who the request is (it names verified clients).
+    names_verified: bool,
 }
 
 /// A rate-limit rule with its (possibly inherited) counters.
@@ -61,6 +72,7 @@ pub(crate) struct RateRule {
     pub(crate) limiter: Arc<Limiter>,
     /// Set for `scope = "fleet"`: counted in Redis, `limiter` only for the local fallback.
     fleet: Option<Arc<FleetRule>>,
+    challenge: Option<Challenge>,
     /// Set for a rule with a `counting_expression`: its requests are only checked, and their
     /// answers counted after the origin answers when this matches them.
     counting: Option<Filter>,
@@ -197,6 +209,39 @@ pub(super) fn validate(
                 }
             },
         };
+        let challenge = match r.action.as_ref().map(|a| (a, a.get_ref().trim())) {
+            None | Some((_, "block")) => None,
+            Some((at, "challenge")) => {
+                needs.challenge_needed_at.get_or_insert(sp(at));
+                if fleet {
+                    d.at(
+                        ProblemKind::Invalid,
+                        sp(at),
+                        "a fleet-scope rate limit cannot challenge yet; use scope = \"instance\" or action = \"block\"",
+                    );
+                }
+                Some(Challenge {
+                    difficulty: crate::challenge::difficulty(d, r.difficulty.as_ref()),
+                    names_verified: filter.as_ref().is_some_and(|f| f.needs_identity),
+                })
+            }
+            Some((at, other)) => {
+                d.at_with_hint(
+                    ProblemKind::Invalid,
+                    sp(at),
+                    format!("unknown rate-limit action `{other}`"),
+                    Some("rate limits take \"block\" (1015, the default) or \"challenge\"".into()),
+                );
+                None
+            }
+        };
+        if let (Some(at), None) = (&r.difficulty, &challenge) {
+            d.at(
+                ProblemKind::Invalid,
+                sp(at),
+                "only a rule with action = \"challenge\" takes a difficulty",
+            );
+        }
         let fingerprint = format!(
             "{id}\u{0}{:?}\u{0}{:?}\u{0}{characteristics:?}\u{0}{period:?}\u{0}{limit}\u{0}{mitigation:?}\u{0}{max_keys}",
             r.expression.as_ref().map(|e| e.get_ref().as_str()),
@@ -213,6 +258,7 @@ pub(super) fn validate(
             max_keys,
             fleet,
             fingerprint,
+            challenge,
         });
     }
     rates
@@ -299,6 +345,7 @@ impl RateRule {
             limiter,
             fleet,
             counting: spec.counting,
+            challenge: spec.challenge,
         }
     }
 }
@@ -404,6 +451,16 @@ pub(crate) fn check<T: Tracer>(
         } else {
             r.limiter.hit(key, now)
         };
+        if let (Outcome::Limited(_), Some(challenge)) = (outcome, r.challenge) {
+            decision.note_challenge(
+                &cx.identity,
+                challenge.difficulty,
+                Some(r.id.clone()),
+                "rate_limits",
+                challenge.names_verified,
+            );
+            continue;
+        }
         if let Outcome::Limited(wait) = outcome {
             return limited(r, wait, decision);
         }
@@ -428,7 +485,12 @@ impl RateRule {
     /// The rule as a trace step: its expression, the key the request is counted under (each
     /// characteristic with its value), and its limits.
     fn step(&self, cx: &Cx<'_>, matched: bool, description: &str) -> TraceStep {
-        let step = TraceStep::rule(&self.id, matched, description).action("rate_limit");
+        let action = if self.challenge.is_some() {
+            "rate_limit_challenge"
+        } else {
+            "rate_limit"
+        };
+        let step = TraceStep::rule(&self.id, matched, description).action(action);
         let mut step = match &self.filter {
             Some(f) => step.filter(f, cx),
             None => TraceStep {
