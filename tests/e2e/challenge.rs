@@ -650,6 +650,7 @@ expect = {{ verdict = "proxy" }}
     let cases_path = scratch.write("cases.toml", &cases);
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_signpost"))
         .arg("test")
+        .arg("-c")
         .arg(&policy_path)
         .arg(&cases_path)
         .output()

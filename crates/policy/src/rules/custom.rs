@@ -99,8 +99,10 @@ pub(super) fn validate_custom(
         let divert = divert_name(d, r, action, &declared);
         let filter = expression(d, &r.expression, needs);
         let difficulty = crate::challenge::difficulty(d, r.difficulty.as_ref());
-        if let (Some(difficulty), Some(Action::Block | Action::Allow | Action::Log | Action::Divert)) =
-            (&r.difficulty, action)
+        if let (
+            Some(difficulty),
+            Some(Action::Block | Action::Allow | Action::Log | Action::Divert),
+        ) = (&r.difficulty, action)
         {
             d.at(
                 ProblemKind::Invalid,
