@@ -683,3 +683,49 @@ expect = {{ verdict = "proxy" }}
     let (_, difficulty, _) = form_of(body);
     assert_eq!(difficulty, 2);
 }
+
+#[test]
+fn a_zone_under_attack_challenges_every_request_and_a_cleared_browser_passes() {
+    let keys = Scratch::new("challenge-under-attack-keys");
+    let (_origin, edge) = echo_edge(
+        "challenge-under-attack",
+        &top(&keys, &[(2, CURRENT)], ""),
+        "[zone.challenge]\nunder_attack = true\ndifficulty = 2\n",
+        &[],
+    );
+    let c = client(&edge);
+    let browser = [
+        ("accept", "text/html"),
+        ("user-agent", BROWSER),
+        ("x-forwarded-for", CLIENT),
+    ];
+    // A page no rule names: challenged all the same, the page for a browser.
+    let r = get(&c, &edge, "/about", &browser);
+    assert_eq!(r.status(), 403);
+    assert_eq!(r.headers()["cf-mitigated"], "challenge");
+    // The problem for an agent.
+    let r = get(
+        &c,
+        &edge,
+        "/about",
+        &[("accept", "application/json"), ("x-forwarded-for", CLIENT)],
+    );
+    assert_eq!(r.status(), 403);
+    assert_eq!(r.headers()["cf-mitigated"], "challenge");
+    let body: serde_json::Value = r.json().unwrap();
+    assert_eq!(body["error_name"], "challenge_required");
+    // Exempt paths pass; a solved challenge clears the browser for the zone.
+    assert_eq!(get(&c, &edge, "/robots.txt", &browser).status(), 200);
+    let cookie = clear(&c, &edge, "/about", CLIENT, BROWSER);
+    assert_eq!(passes(&c, &edge, &cookie, CLIENT, BROWSER), 200);
+    let (_, metrics) = admin_get(&edge, "/metrics");
+    assert!(
+        metric(
+            &metrics,
+            "signpost_challenges_issued_total",
+            &[("rule", "under_attack")]
+        )
+        .is_some_and(|n| n >= 2.0),
+        "{metrics}"
+    );
+}

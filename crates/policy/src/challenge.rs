@@ -69,6 +69,7 @@ pub(crate) struct ChallengeFile {
     pub fallback_delay: Option<Spanned<String>>,
     pub language: Option<Spanned<String>>,
     pub exempt_paths: Option<Spanned<Vec<Spanned<String>>>>,
+    pub under_attack: Option<bool>,
 }
 
 /// `[challenge]` as written: the keys that sign clearances and challenges, for every zone.
@@ -97,6 +98,9 @@ pub struct ChallengeConfig {
     pub language: Option<Lang>,
     /// Paths never challenged.
     pub exempt_paths: Vec<PathGlob>,
+    /// "Under attack": every request no rule asked to challenge is challenged as if one had,
+    /// at the zone's difficulty; verified clients, exempt paths and cleared clients still pass.
+    pub under_attack: bool,
 }
 
 impl ChallengeConfig {
@@ -108,6 +112,7 @@ impl ChallengeConfig {
             difficulty: Difficulty::DEFAULT,
             language: None,
             exempt_paths: default_exempt(crawl_free),
+            under_attack: false,
         }
     }
 
@@ -205,6 +210,7 @@ pub(crate) fn compile(
 ) -> ChallengeConfig {
     let mut config = ChallengeConfig::defaults(crawl_free);
     let Some(file) = file else { return config };
+    config.under_attack = file.under_attack.unwrap_or(false);
     if let Some(level) = difficulty(d, file.difficulty.as_ref()) {
         config.difficulty = level;
     }

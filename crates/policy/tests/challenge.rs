@@ -348,3 +348,55 @@ requests_per_period = 1
         "{unreadable}"
     );
 }
+
+#[test]
+fn a_zone_under_attack_challenges_what_no_rule_asked_and_lets_verified_and_exempt_through() {
+    let dir = with_key("under-attack");
+    let text = format!(
+        "{KEYS}[bots]\n
+[[custom_rule]]
+id = \"hard\"
+action = \"challenge\"
+difficulty = 6
+expression = 'http.request.uri.path eq \"/hard\"'
+{}",
+        zone("[zone.challenge]\nunder_attack = true\ndifficulty = 3\n")
+    );
+    let p = compile(&dir, &text).unwrap();
+    // Every request, at the zone's difficulty, under no rule.
+    let d = decide(&p, "/page", "192.0.2.1");
+    assert_eq!(
+        (challenged(&d), d.rule_id.as_deref()),
+        (Some(3), None),
+        "{d:?}"
+    );
+    assert_eq!(
+        d.challenge.as_ref().map(|n| n.label()),
+        Some("under_attack")
+    );
+    // A rule's own challenge stands, with its difficulty.
+    let d = decide(&p, "/hard", "192.0.2.1");
+    assert_eq!(
+        (challenged(&d), d.rule_id.as_deref()),
+        (Some(6), Some("hard"))
+    );
+    // Verified clients and exempt paths pass.
+    let d = decide_with(&p, "/page", "192.0.2.1", &Signed(true));
+    assert_eq!(d.verdict, Verdict::Proxy);
+    assert_eq!(
+        d.challenge.as_ref().and_then(|n| n.bypass),
+        Some(ChallengeBypass::Verified)
+    );
+    assert_eq!(
+        decide(&p, "/robots.txt", "192.0.2.1").verdict,
+        Verdict::Proxy
+    );
+    // Off, the same zone challenges nothing no rule asks for.
+    let calm = text.replace("under_attack = true", "under_attack = false");
+    let p = compile(&dir, &calm).unwrap();
+    assert_eq!(decide(&p, "/page", "192.0.2.1").verdict, Verdict::Proxy);
+    // Under attack needs the keys that sign clearances, like any challenge.
+    let no_keys = format!("{}", zone("[zone.challenge]\nunder_attack = true\n"));
+    let err = compile(&dir, &no_keys).unwrap_err();
+    assert!(err.contains("add a [challenge] table"), "{err}");
+}

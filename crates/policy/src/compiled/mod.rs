@@ -118,7 +118,9 @@ impl CompiledPolicy {
                 .zone
                 .iter()
                 .zip(&policy.zones)
-                .find(|(_, z)| z.crawl.as_ref().is_some_and(|c| c.may_challenge()))
+                .find(|(_, z)| {
+                    z.challenge.under_attack || z.crawl.as_ref().is_some_and(|c| c.may_challenge())
+                })
                 .map(|(f, _)| f.get_ref().name.span());
             if let Some(at) = rules.challenge_needed_at.clone().or(crawl_at) {
                 d.at_with_hint(

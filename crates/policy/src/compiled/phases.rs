@@ -318,6 +318,13 @@ impl CompiledPolicy {
         t: &mut T,
     ) -> ControlFlow<()> {
         const NAME: &str = "challenge";
+        if d.challenge.is_none() && self.zones[zone].challenge.under_attack {
+            // Under attack: the zone asks what no rule did, for every request; a verified
+            // client passes as it does a rule that does not name it.
+            let identity = std::mem::take(&mut d.identity);
+            d.note_challenge(&identity, None, None, "under_attack", false);
+            d.identity = identity;
+        }
         let Some(note) = d.challenge.as_mut() else {
             t.phase(|| TraceStep::phase(NAME, "no rule asked for a challenge"));
             return ControlFlow::Continue(());
