@@ -396,7 +396,7 @@ expression = 'http.request.uri.path eq \"/hard\"'
     let p = compile(&dir, &calm).unwrap();
     assert_eq!(decide(&p, "/page", "192.0.2.1").verdict, Verdict::Proxy);
     // Under attack needs the keys that sign clearances, like any challenge.
-    let no_keys = format!("{}", zone("[zone.challenge]\nunder_attack = true\n"));
+    let no_keys = zone("[zone.challenge]\nunder_attack = true\n");
     let err = compile(&dir, &no_keys).unwrap_err();
     assert!(err.contains("add a [challenge] table"), "{err}");
 }
