@@ -89,18 +89,29 @@ impl Answer {
     /// `respond_error` closes it). A write that fails is the client's side (it left): a
     /// cancellation, never the edge's error.
     pub async fn write(self, session: &mut Session, head_only: bool) -> Result<()> {
+        write_whole(session, self.head, self.body, head_only).await
+    }
+}
+
+/// Writes `head` and `body` as the whole response (the head alone when `head_only`), for every
+/// answer the edge makes itself; a write that fails is the client's side (it left).
+pub async fn write_whole(
+    session: &mut Session,
+    head: ResponseHeader,
+    body: Bytes,
+    head_only: bool,
+) -> Result<()> {
+    session
+        .write_response_header(Box::new(head), head_only)
+        .await
+        .map_err(|e| e.into_down())?;
+    if !head_only {
         session
-            .write_response_header(Box::new(self.head), head_only)
+            .write_response_body(Some(body), true)
             .await
             .map_err(|e| e.into_down())?;
-        if !head_only {
-            session
-                .write_response_body(Some(self.body), true)
-                .await
-                .map_err(|e| e.into_down())?;
-        }
-        Ok(())
     }
+    Ok(())
 }
 
 /// The catalog entry for `code`. Every code the edge raises is in the catalog (a test checks each

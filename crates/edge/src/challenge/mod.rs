@@ -159,17 +159,7 @@ impl Reply {
     /// client's leaving.
     pub async fn write(self, session: &mut Session) -> Result<()> {
         let head_only = session.req_header().method == http::Method::HEAD;
-        session
-            .write_response_header(Box::new(self.head), head_only)
-            .await
-            .map_err(|e| e.into_down())?;
-        if !head_only {
-            session
-                .write_response_body(Some(self.body), true)
-                .await
-                .map_err(|e| e.into_down())?;
-        }
-        Ok(())
+        crate::answer::write_whole(session, self.head, self.body, head_only).await
     }
 }
 
